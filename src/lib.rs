@@ -1,0 +1,17 @@
+//! ganesha_shm: a PHP extension giving the Ganesha circuit breaker a sliding-time-window
+//! storage adapter in shared memory, shared by every process forked after PHP starts.
+//!
+//! One layer per file:
+//! * [`segment`]: the shared mapping, its header and layout (the only `unsafe` besides logging);
+//! * [`table`]: the lock-free hash table from keys to slots;
+//! * [`window`]: bucket arithmetic and word encodings, pure;
+//! * [`store`]: Ganesha's storage operations over the tables;
+//! * [`adapter`]: the PHP class;
+//! * [`module`]: INI settings, startup, phpinfo.
+
+mod adapter;
+mod module;
+mod segment;
+mod store;
+mod table;
+mod window;

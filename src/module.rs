@@ -1,0 +1,180 @@
+//! The module: INI settings, the segment created at startup, `phpinfo()`, `ganesha_shm_info()`.
+
+use std::collections::HashMap;
+use std::ffi::CString;
+
+use ext_php_rs::exception::PhpException;
+use ext_php_rs::flags::IniEntryPermission;
+use ext_php_rs::prelude::*;
+use ext_php_rs::boxed::ZBox;
+use ext_php_rs::types::ZendHashTable;
+use ext_php_rs::zend::{ExecutorGlobals, IniEntryDef, IniEntryDefs, ModuleEntry};
+use ext_php_rs::{info_table_end, info_table_header, info_table_row, info_table_start};
+use once_cell::sync::OnceCell;
+
+use crate::adapter::storage_exception;
+use crate::segment::{Segment, Settings};
+use crate::store::Store;
+
+pub const INI_MAX_SERVICES: &str = "ganesha_shm.max_services";
+pub const INI_MAX_KEY_LENGTH: &str = "ganesha_shm.max_key_length";
+
+const DEFAULT_MAX_SERVICES: u64 = 1024;
+const DEFAULT_MAX_KEY_LENGTH: u64 = 160;
+
+/// Both settings size the segment, so they can only be set where PHP starts (php.ini, `-d`).
+static INI_ENTRIES: IniEntryDefs<3> = IniEntryDefs::new([
+    IniEntryDef::new(c"ganesha_shm.max_services", c"1024", IniEntryPermission::System),
+    IniEntryDef::new(c"ganesha_shm.max_key_length", c"160", IniEntryPermission::System),
+    IniEntryDef::end(),
+]);
+
+/// The segment of this process: created at startup, inherited by the processes forked after.
+/// `Err` holds why it could not be created; every store call then throws that reason.
+static SEGMENT: OnceCell<Result<Segment, String>> = OnceCell::new();
+
+#[php_module]
+#[php(startup = "startup")]
+pub fn get_module(module: ModuleBuilder) -> ModuleBuilder {
+    module
+        .name("ganesha_shm")
+        .class::<crate::adapter::AbstractSlidingTimeWindowShm>()
+        .function(wrap_function!(ganesha_shm_info))
+        .info_function(info)
+}
+
+/// MINIT: registers the settings and creates the segment.
+pub fn startup(_ty: i32, module_number: i32) -> i32 {
+    IniEntryDef::register(INI_ENTRIES.as_slice(), module_number);
+    let ini = ExecutorGlobals::get().ini_values();
+    let settings = Settings {
+        max_services: setting(&ini, INI_MAX_SERVICES, DEFAULT_MAX_SERVICES, Settings::MAX_SERVICES_RANGE),
+        // Slots store keys in 8-byte words: the limit is rounded up to a whole word.
+        max_key_length: setting(&ini, INI_MAX_KEY_LENGTH, DEFAULT_MAX_KEY_LENGTH, Settings::MAX_KEY_LENGTH_RANGE)
+            .next_multiple_of(8),
+    };
+    let segment = Segment::create_anonymous(settings).map_err(|e| {
+        let reason = format!("cannot create a shared memory segment of {} bytes: {e}", crate::segment::Layout::new(settings).segment_bytes());
+        warn(&reason);
+        reason
+    });
+    // A second MINIT in one process (not done by PHP) would keep the first segment.
+    let _ = SEGMENT.set(segment);
+    0
+}
+
+/// An integer setting within `range`; out of range or not a number: a startup warning and the
+/// default, as PHP does for its own settings.
+fn setting(ini: &HashMap<String, Option<String>>, name: &str, default: u64, (min, max): (u64, u64)) -> u64 {
+    let Some(Some(raw)) = ini.get(name) else {
+        return default;
+    };
+    match raw.trim().parse::<u64>() {
+        Ok(value) if (min..=max).contains(&value) => value,
+        _ => {
+            warn(&format!("{name}={raw:?} is not a whole number from {min} to {max}; using {default}"));
+            default
+        }
+    }
+}
+
+/// Logs a startup warning where PHP logs its own (error_log, or stderr).
+fn warn(message: &str) {
+    let message = CString::new(format!("ganesha_shm: {message}")).unwrap_or_default();
+    // SAFETY: php_error_docref is PHP's variadic logging function; the format "%s" takes
+    // exactly the one NUL-terminated string passed, which outlives the call.
+    unsafe {
+        ext_php_rs::ffi::php_error_docref(
+            std::ptr::null(),
+            ext_php_rs::ffi::E_CORE_WARNING as i32,
+            c"%s".as_ptr(),
+            message.as_ptr(),
+        );
+    }
+}
+
+fn segment() -> PhpResult<&'static Segment> {
+    match SEGMENT.get() {
+        Some(Ok(segment)) => Ok(segment),
+        Some(Err(reason)) => Err(storage_exception(format!("ganesha_shm: {reason}"))),
+        None => Err(storage_exception("ganesha_shm: the extension has not been started".into())),
+    }
+}
+
+/// The store of this process's segment.
+pub fn store() -> Result<Store<'static>, PhpException> {
+    segment().map(Store::new)
+}
+
+/// The effective `ganesha_shm.max_services`, for messages.
+pub fn max_services() -> u64 {
+    SEGMENT.get().and_then(|s| s.as_ref().ok()).map_or(0, |s| s.layout().settings.max_services)
+}
+
+/// The figures shown by `ganesha_shm_info()` and `phpinfo()`, in order.
+fn figures(segment: &Segment) -> Vec<(&'static str, u64)> {
+    let layout = segment.layout();
+    let stats = segment.stats();
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    let [counters, statuses] = Store::new(segment).usage(now);
+    // Relaxed: statistics.
+    let stat = |word: &std::sync::atomic::AtomicU64| word.load(std::sync::atomic::Ordering::Relaxed);
+    vec![
+        ("segment_bytes", layout.segment_bytes() as u64),
+        ("layout_version", segment.layout_version()),
+        ("max_services", layout.settings.max_services),
+        ("max_key_length", layout.settings.max_key_length),
+        ("counter_slots", layout.counter_slots as u64),
+        ("counter_slot_bytes", layout.counter_slot_words as u64 * 8),
+        ("status_slots", layout.status_slots as u64),
+        ("status_slot_bytes", layout.status_slot_words as u64 * 8),
+        ("bytes_per_service", layout.bytes_per_service() as u64),
+        ("counter_slots_used", counters.live as u64),
+        ("status_slots_used", statuses.live as u64),
+        ("expired_slots", (counters.expired + statuses.expired) as u64),
+        ("claims", stat(stats.claims)),
+        ("reclaims", stat(stats.reclaims)),
+        ("full_errors", stat(stats.full_errors)),
+    ]
+}
+
+/// Figures of this process's shared-memory store: its size and layout, how many slots hold
+/// live data, and how often slots were claimed, reclaimed after expiring, or refused.
+#[php_function]
+pub fn ganesha_shm_info() -> PhpResult<ZBox<ZendHashTable>> {
+    let segment = segment()?;
+    let mut info = ZendHashTable::new();
+    let failed = |e: ext_php_rs::error::Error| storage_exception(format!("ganesha_shm: {e}"));
+    info.insert("version", env!("CARGO_PKG_VERSION")).map_err(failed)?;
+    info.insert("segment", "anonymous").map_err(failed)?;
+    for (name, value) in figures(segment) {
+        info.insert(name, value.min(i64::MAX as u64) as i64).map_err(failed)?;
+    }
+    Ok(info)
+}
+
+/// MINFO: `phpinfo()` and `php --ri ganesha_shm`.
+pub extern "C" fn info(_module: *mut ModuleEntry) {
+    info_table_start!();
+    info_table_header!("ganesha_shm support", "enabled");
+    info_table_row!("Version", env!("CARGO_PKG_VERSION"));
+    match SEGMENT.get() {
+        Some(Ok(segment)) => {
+            info_table_row!("Segment", "anonymous (shared with the processes forked after startup)");
+            for (name, value) in figures(segment) {
+                info_table_row!(name, value.to_string());
+            }
+        }
+        Some(Err(reason)) => info_table_row!("Segment", reason.as_str()),
+        None => info_table_row!("Segment", "not created"),
+    }
+    info_table_end!();
+    info_table_start!();
+    info_table_header!("Directive", "Value");
+    let ini = ExecutorGlobals::get().ini_values();
+    for name in [INI_MAX_SERVICES, INI_MAX_KEY_LENGTH] {
+        let value = ini.get(name).cloned().flatten().unwrap_or_default();
+        info_table_row!(name, value);
+    }
+    info_table_end!();
+}

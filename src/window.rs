@@ -1,0 +1,321 @@
+//! Bucket arithmetic of the sliding time window, and the encoding of the words that hold it.
+//!
+//! Pure functions of (configuration, clock): no shared memory, no PHP. A time window of
+//! `time_window` seconds is split into `window_buckets` buckets of `bucket_duration` seconds;
+//! an event at time `t` is counted in bucket `t / bucket_duration`, and a load at time `now`
+//! sums the `window_buckets` buckets ending with the current one.
+
+/// Most buckets a time window can be split into, and the length of every counter's ring.
+pub const MAX_BUCKETS: u64 = 120;
+
+/// Buckets a time window is split into when no bucket duration is given.
+pub const DEFAULT_BUCKETS: u64 = 60;
+
+/// Seconds a status is kept after it was saved.
+pub const STATUS_TTL: u64 = 86_400;
+
+/// Why a bucket duration does not fit a time window.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WindowError {
+    /// The constructor was given a bucket duration below one second.
+    BucketDurationNotPositive(i64),
+    /// Ganesha's time window is below one second.
+    TimeWindowNotPositive(i64),
+    /// The bucket duration is longer than the time window.
+    BucketLongerThanWindow { bucket_duration: u64, time_window: u64 },
+    /// The bucket duration splits the time window into more than [`MAX_BUCKETS`] buckets.
+    TooManyBuckets { bucket_duration: u64, time_window: u64, window_buckets: u64 },
+}
+
+impl std::fmt::Display for WindowError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match *self {
+            Self::BucketDurationNotPositive(d) => {
+                write!(f, "The bucket duration must be a positive number of seconds, {d} given.")
+            }
+            Self::TimeWindowNotPositive(w) => {
+                write!(f, "The time window must be a positive number of seconds, {w} given.")
+            }
+            Self::BucketLongerThanWindow { bucket_duration, time_window } => write!(
+                f,
+                "The bucket duration ({bucket_duration} s) must not exceed the time window ({time_window} s)."
+            ),
+            Self::TooManyBuckets { bucket_duration, time_window, window_buckets } => write!(
+                f,
+                "A bucket duration of {bucket_duration} s splits the time window ({time_window} s) \
+                 into {window_buckets} buckets, the maximum is {MAX_BUCKETS}."
+            ),
+        }
+    }
+}
+
+/// Checks a bucket duration given to the adapter's constructor (`None`: the default).
+pub fn check_bucket_duration(bucket_duration: Option<i64>) -> Result<Option<u64>, WindowError> {
+    match bucket_duration {
+        None => Ok(None),
+        Some(d) if d >= 1 => Ok(Some(d as u64)),
+        Some(d) => Err(WindowError::BucketDurationNotPositive(d)),
+    }
+}
+
+/// A validated split of a time window into buckets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Window {
+    bucket_duration: u64,
+    window_buckets: u64,
+}
+
+impl Window {
+    /// Splits `time_window` seconds into buckets of `bucket_duration` seconds, or of
+    /// ceil(time_window / 60) seconds when none is given.
+    pub fn new(time_window: i64, bucket_duration: Option<u64>) -> Result<Self, WindowError> {
+        if time_window < 1 {
+            return Err(WindowError::TimeWindowNotPositive(time_window));
+        }
+        let time_window = time_window as u64;
+        let bucket_duration = bucket_duration.unwrap_or_else(|| time_window.div_ceil(DEFAULT_BUCKETS));
+        if bucket_duration > time_window {
+            return Err(WindowError::BucketLongerThanWindow { bucket_duration, time_window });
+        }
+        let window_buckets = time_window.div_ceil(bucket_duration);
+        if window_buckets > MAX_BUCKETS {
+            return Err(WindowError::TooManyBuckets { bucket_duration, time_window, window_buckets });
+        }
+        Ok(Self { bucket_duration, window_buckets })
+    }
+
+    #[cfg(test)]
+    pub fn bucket_duration(&self) -> u64 {
+        self.bucket_duration
+    }
+
+    #[cfg(test)]
+    pub fn window_buckets(&self) -> u64 {
+        self.window_buckets
+    }
+
+    /// The bucket an event at `now` is counted in.
+    pub fn bucket_at(&self, now: u64) -> u64 {
+        now / self.bucket_duration
+    }
+
+    /// The buckets a load at `now` sums: the current one and the ones before it in the
+    /// window (fewer right after the epoch, when there are no earlier buckets).
+    pub fn buckets_at(&self, now: u64) -> impl Iterator<Item = u64> {
+        let current = self.bucket_at(now);
+        let oldest = current.saturating_sub(self.window_buckets - 1);
+        oldest..=current
+    }
+
+    /// Seconds data written now must be kept: until the bucket it was written in has left the
+    /// time window, as the APCu adapter's TTL of (buckets + 1) × bucket duration.
+    pub fn ttl(&self) -> u64 {
+        (self.window_buckets + 1).saturating_mul(self.bucket_duration)
+    }
+}
+
+/// The ring position of a bucket: each counter keeps its last [`MAX_BUCKETS`] buckets.
+pub fn ring_index(bucket: u64) -> usize {
+    (bucket % MAX_BUCKETS) as usize
+}
+
+/// One bucket of a counter's ring, as one 64-bit word, so that an increment is one
+/// compare-and-swap: `[generation: 8][lap: 24][count: 32]`.
+///
+/// * `generation` is the low byte of the generation of the slot the word belongs to: a writer
+///   that looked the slot up before it was recycled for another key holds a word of the old
+///   generation, and its compare-and-swap fails.
+/// * `lap` is `bucket / MAX_BUCKETS` (mod 2^24): with the ring position it identifies the bucket,
+///   so a word left from an older lap of the ring is not counted. It repeats only after
+///   2^24 × 120 buckets, over 60 years of one-second buckets.
+/// * `count` saturates at `u32::MAX` instead of wrapping.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BucketWord(pub u64);
+
+const LAP_BITS: u32 = 24;
+const LAP_MASK: u64 = (1 << LAP_BITS) - 1;
+const COUNT_MASK: u64 = u32::MAX as u64;
+
+fn lap_of(bucket: u64) -> u64 {
+    (bucket / MAX_BUCKETS) & LAP_MASK
+}
+
+impl BucketWord {
+    /// The word a freshly claimed slot of generation `generation` starts with: no events
+    /// (the table sets every payload word so when it claims a slot).
+    #[cfg(test)]
+    pub fn empty(generation: u8) -> Self {
+        Self((generation as u64) << 56)
+    }
+
+    pub fn generation(self) -> u8 {
+        (self.0 >> 56) as u8
+    }
+
+    pub fn count(self) -> u64 {
+        self.0 & COUNT_MASK
+    }
+
+    /// Whether this word holds events of `bucket` (the ring position is the caller's).
+    pub fn holds(self, bucket: u64) -> bool {
+        (self.0 >> 32) & LAP_MASK == lap_of(bucket)
+    }
+
+    /// The count this word adds to a load of `bucket`.
+    pub fn count_in(self, bucket: u64) -> u64 {
+        if self.holds(bucket) {
+            self.count()
+        } else {
+            0
+        }
+    }
+
+    /// The word after one more event in `bucket`: one more if the word already holds that
+    /// bucket, else a fresh count of one replacing the old lap's.
+    pub fn incremented(self, bucket: u64) -> Self {
+        let generation = (self.generation() as u64) << 56;
+        let count = if self.holds(bucket) { (self.count() + 1).min(COUNT_MASK) } else { 1 };
+        Self(generation | lap_of(bucket) << 32 | count)
+    }
+}
+
+/// A value with an expiry, as two words of a slot: `[generation: 8][value: 56, signed]` and
+/// `[generation: 8][expires_at: 56]` (seconds since the epoch; 0 = absent).
+///
+/// The two words are written expiry first and read value first, each with its own
+/// compare-and-swap: a reader can see a new expiry with the previous value, never a new value
+/// with an expiry that has already passed.
+pub mod timed {
+    pub const VALUE_BITS: u32 = 56;
+    const PAYLOAD_MASK: u64 = (1 << VALUE_BITS) - 1;
+    pub const MIN_VALUE: i64 = -(1 << (VALUE_BITS - 1));
+    pub const MAX_VALUE: i64 = (1 << (VALUE_BITS - 1)) - 1;
+
+    pub fn generation(word: u64) -> u8 {
+        (word >> 56) as u8
+    }
+
+    pub fn encode_value(generation: u8, value: i64) -> u64 {
+        debug_assert!((MIN_VALUE..=MAX_VALUE).contains(&value));
+        (generation as u64) << 56 | (value as u64 & PAYLOAD_MASK)
+    }
+
+    pub fn decode_value(word: u64) -> i64 {
+        // Sign-extend the 56-bit payload.
+        ((word << 8) as i64) >> 8
+    }
+
+    pub fn encode_expiry(generation: u8, expires_at: u64) -> u64 {
+        (generation as u64) << 56 | expires_at.min(PAYLOAD_MASK)
+    }
+
+    pub fn decode_expiry(word: u64) -> u64 {
+        word & PAYLOAD_MASK
+    }
+
+    /// Whether a value that expires at `expires_at` is still there at `now` (the APCu rule:
+    /// an entry lives while `now - saved_at <= ttl`).
+    pub fn alive(expires_at: u64, now: u64) -> bool {
+        expires_at != 0 && now <= expires_at
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn window(time_window: i64, bucket_duration: Option<u64>) -> Window {
+        Window::new(time_window, bucket_duration).unwrap()
+    }
+
+    #[test]
+    fn default_bucket_duration_splits_into_sixty_or_one_second_buckets() {
+        assert_eq!((window(30, None).bucket_duration(), window(30, None).window_buckets()), (1, 30));
+        assert_eq!((window(61, None).bucket_duration(), window(61, None).window_buckets()), (2, 31));
+        assert_eq!((window(600, None).bucket_duration(), window(600, None).window_buckets()), (10, 60));
+        assert_eq!((window(1, None).bucket_duration(), window(1, None).window_buckets()), (1, 1));
+    }
+
+    #[test]
+    fn explicit_bucket_durations_that_fit() {
+        assert_eq!(window(120, Some(1)).window_buckets(), 120);
+        assert_eq!(window(10, Some(3)).window_buckets(), 4);
+        assert_eq!(window(600, Some(600)).window_buckets(), 1);
+    }
+
+    #[test]
+    fn bucket_durations_that_do_not_fit_are_refused_with_the_numbers() {
+        let longer = Window::new(10, Some(20)).unwrap_err();
+        assert_eq!(longer, WindowError::BucketLongerThanWindow { bucket_duration: 20, time_window: 10 });
+        assert!(longer.to_string().contains("(20 s)") && longer.to_string().contains("(10 s)"));
+        let many = Window::new(241, Some(2)).unwrap_err();
+        assert_eq!(many, WindowError::TooManyBuckets { bucket_duration: 2, time_window: 241, window_buckets: 121 });
+        assert!(many.to_string().contains("121 buckets, the maximum is 120"));
+        assert!(matches!(Window::new(600, Some(1)), Err(WindowError::TooManyBuckets { .. })));
+        assert_eq!(Window::new(0, None), Err(WindowError::TimeWindowNotPositive(0)));
+        assert_eq!(check_bucket_duration(Some(0)), Err(WindowError::BucketDurationNotPositive(0)));
+        assert_eq!(check_bucket_duration(Some(5)), Ok(Some(5)));
+    }
+
+    #[test]
+    fn absurd_windows_stay_in_range() {
+        let huge = window(1_000_000_000, None);
+        assert_eq!(huge.bucket_duration(), 16_666_667);
+        assert_eq!(huge.window_buckets(), 60);
+        assert_eq!(huge.buckets_at(1_800_000_000).collect::<Vec<_>>(), (48..=107).collect::<Vec<_>>());
+        let largest = window(i64::MAX, None);
+        assert_eq!(largest.bucket_at(1_800_000_000), 0);
+        assert_eq!(largest.buckets_at(1_800_000_000).collect::<Vec<_>>(), vec![0]);
+        assert_eq!(largest.ttl(), u64::MAX.min(61 * largest.bucket_duration()));
+    }
+
+    #[test]
+    fn a_load_sums_the_current_bucket_and_the_ones_before_it_in_the_window() {
+        let w = window(60, Some(10));
+        assert_eq!(w.buckets_at(1_000).collect::<Vec<_>>(), vec![95, 96, 97, 98, 99, 100]);
+        assert_eq!(w.buckets_at(1_009).collect::<Vec<_>>(), vec![95, 96, 97, 98, 99, 100]);
+        assert_eq!(w.buckets_at(1_010).collect::<Vec<_>>(), vec![96, 97, 98, 99, 100, 101]);
+        assert_eq!(w.buckets_at(25).collect::<Vec<_>>(), vec![0, 1, 2]);
+        assert_eq!(w.ttl(), 70);
+    }
+
+    #[test]
+    fn buckets_of_one_window_never_share_a_ring_position() {
+        let w = window(120, Some(1));
+        let mut seen = std::collections::HashSet::new();
+        assert!(w.buckets_at(1_234_567).all(|b| seen.insert(ring_index(b))));
+    }
+
+    #[test]
+    fn bucket_words_count_per_bucket_and_restart_on_a_new_lap() {
+        let empty = BucketWord::empty(7);
+        assert_eq!(empty.generation(), 7);
+        assert_eq!(empty.count_in(0), 0, "an empty word holds lap 0 with no events");
+        let one = empty.incremented(500);
+        let two = one.incremented(500);
+        assert_eq!((two.count_in(500), two.generation()), (2, 7));
+        assert_eq!(two.count_in(500 + MAX_BUCKETS), 0, "same ring position, next lap");
+        let next_lap = two.incremented(500 + MAX_BUCKETS);
+        assert_eq!((next_lap.count_in(500 + MAX_BUCKETS), next_lap.count_in(500)), (1, 0));
+    }
+
+    #[test]
+    fn bucket_words_saturate_instead_of_wrapping() {
+        let full = BucketWord((3u64 << 56) | lap_of(9) << 32 | COUNT_MASK);
+        assert_eq!(full.incremented(9).count_in(9), u32::MAX as u64);
+        assert_eq!(full.incremented(9).generation(), 3);
+    }
+
+    #[test]
+    fn timed_words_round_trip_signed_values_and_clamp_expiry() {
+        for value in [0, 1, -1, 1_700_000_000, timed::MIN_VALUE, timed::MAX_VALUE] {
+            let word = timed::encode_value(200, value);
+            assert_eq!((timed::decode_value(word), timed::generation(word)), (value, 200));
+        }
+        let expiry = timed::encode_expiry(9, u64::MAX);
+        assert_eq!(timed::decode_expiry(expiry), (1 << 56) - 1);
+        assert!(timed::alive(100, 100));
+        assert!(!timed::alive(100, 101));
+        assert!(!timed::alive(0, 0), "an expiry of 0 means no value");
+    }
+}
