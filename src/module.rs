@@ -49,9 +49,7 @@ pub fn startup(_ty: i32, module_number: i32) -> i32 {
     let ini = ExecutorGlobals::get().ini_values();
     let settings = Settings {
         max_services: setting(&ini, INI_MAX_SERVICES, DEFAULT_MAX_SERVICES, Settings::MAX_SERVICES_RANGE),
-        // Slots store keys in 8-byte words: the limit is rounded up to a whole word.
-        max_key_length: setting(&ini, INI_MAX_KEY_LENGTH, DEFAULT_MAX_KEY_LENGTH, Settings::MAX_KEY_LENGTH_RANGE)
-            .next_multiple_of(8),
+        max_key_length: setting(&ini, INI_MAX_KEY_LENGTH, DEFAULT_MAX_KEY_LENGTH, Settings::MAX_KEY_LENGTH_RANGE),
     };
     let segment = Segment::create_anonymous(settings).map_err(|e| {
         let reason = format!("cannot create a shared memory segment of {} bytes: {e}", crate::segment::Layout::new(settings).segment_bytes());

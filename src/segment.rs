@@ -78,7 +78,7 @@ pub struct Layout {
 
 impl Layout {
     pub fn new(settings: Settings) -> Self {
-        let key_words = settings.max_key_length.div_ceil(8) as usize;
+        let key_words = table::key_words(settings.max_key_length as usize);
         Self {
             settings,
             key_words,
@@ -191,7 +191,7 @@ impl Segment {
         let words = &self.words()[offset..offset + slots * slot_words];
         // Relaxed: the seed is written once, before the segment is shared.
         let seed = self.header_word(header::HASH_SEED).load(Ordering::Relaxed);
-        Table::new(words, slots, payload_words, self.layout.key_words, seed, self.stats())
+        Table::new(words, slots, payload_words, self.layout.settings.max_key_length as usize, seed, self.stats())
     }
 
     /// Keys to rings of buckets and last failure times.

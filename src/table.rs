@@ -47,6 +47,11 @@ const RESERVED_TIMEOUT: u64 = 600;
 /// Lookups and claims a call makes before giving up with [`TableError::Contended`].
 const MAX_ATTEMPTS: u32 = 64;
 
+/// Words that hold a key of up to `max_key_length` bytes.
+pub fn key_words(max_key_length: usize) -> usize {
+    max_key_length.div_ceil(8)
+}
+
 /// Words taken by one slot with the given payload and key sizes.
 pub fn slot_words(payload_words: usize, key_words: usize) -> usize {
     HEADER_WORDS + payload_words + key_words
@@ -254,27 +259,24 @@ pub struct Table<'a> {
     slots: usize,
     slot_words: usize,
     payload_words: usize,
-    key_words: usize,
+    max_key_length: usize,
     seed: u64,
     stats: Stats<'a>,
 }
 
 impl<'a> Table<'a> {
     /// A table over `words`, which must hold exactly `slots` slots of the given sizes.
-    pub fn new(words: &'a [AtomicU64], slots: usize, payload_words: usize, key_words: usize, seed: u64, stats: Stats<'a>) -> Self {
+    pub fn new(words: &'a [AtomicU64], slots: usize, payload_words: usize, max_key_length: usize, seed: u64, stats: Stats<'a>) -> Self {
+        let key_words = key_words(max_key_length);
         let slot_words = slot_words(payload_words, key_words);
         assert_eq!(words.len(), slots * slot_words, "table words do not match its layout");
         assert!(slots > 0, "a table needs at least one slot");
-        Self { words, slots, slot_words, payload_words, key_words, seed, stats }
+        Self { words, slots, slot_words, payload_words, max_key_length, seed, stats }
     }
 
     #[cfg(test)]
     pub fn slots(&self) -> usize {
         self.slots
-    }
-
-    pub fn max_key_length(&self) -> usize {
-        self.key_words * 8
     }
 
     fn slot(&self, index: usize) -> Slot<'a> {
@@ -283,8 +285,8 @@ impl<'a> Table<'a> {
     }
 
     fn key<'k>(&self, bytes: &'k [u8]) -> Result<Key<'k>, TableError> {
-        if bytes.len() > self.max_key_length() {
-            return Err(TableError::KeyTooLong { length: bytes.len(), max: self.max_key_length() });
+        if bytes.len() > self.max_key_length {
+            return Err(TableError::KeyTooLong { length: bytes.len(), max: self.max_key_length });
         }
         Ok(Key { bytes, hash: hash(self.seed, bytes) })
     }
@@ -498,6 +500,7 @@ mod tests {
     }
 
     impl Fixture {
+        /// `key_words` words of key: keys of up to `8 × key_words` bytes.
         pub(crate) fn new(slots: usize, payload_words: usize, key_words: usize) -> Self {
             let words = (0..slots * slot_words(payload_words, key_words)).map(|_| AtomicU64::new(0)).collect();
             Self { words, stats: Default::default(), slots, payload_words, key_words }
@@ -505,7 +508,7 @@ mod tests {
 
         pub(crate) fn table(&self) -> Table<'_> {
             let stats = Stats { claims: &self.stats[0], reclaims: &self.stats[1], full_errors: &self.stats[2] };
-            Table::new(&self.words, self.slots, self.payload_words, self.key_words, 42, stats)
+            Table::new(&self.words, self.slots, self.payload_words, self.key_words * 8, 42, stats)
         }
     }
 

@@ -78,7 +78,7 @@ namespace {
      * @return array{version: string, segment: string, segment_bytes: int, layout_version: int,
      *     max_services: int, max_key_length: int, counter_slots: int, counter_slot_bytes: int,
      *     status_slots: int, status_slot_bytes: int, bytes_per_service: int,
-     *     counter_slots_used: int, status_slots_used: int, claims: int, reclaims: int,
+     *     counter_slots_used: int, status_slots_used: int, expired_slots: int, claims: int, reclaims: int,
      *     full_errors: int}
      */
     function ganesha_shm_info(): array {}

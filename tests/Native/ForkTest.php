@@ -1,0 +1,179 @@
+<?php
+
+declare(strict_types=1);
+
+namespace Zeusi\GaneshaShmAdapter\Tests\Native;
+
+use PHPUnit\Framework\TestCase;
+use Zeusi\GaneshaShmAdapter\Tests\Support\FakeContext;
+use Zeusi\GaneshaShmAdapter\Tests\Support\Php;
+use Zeusi\GaneshaShmAdapter\Tests\Support\TestAdapter;
+use Zeusi\GaneshaShmAdapter\Tests\Support\Unique;
+
+/**
+ * The store is created when PHP starts and shared with forked children, as php-fpm shares it
+ * with its workers: counts are exact under concurrent increments of many processes.
+ *
+ * @requires extension pcntl
+ * @requires extension posix
+ */
+final class ForkTest extends TestCase
+{
+    private const CHILDREN = 8;
+
+    public function testConcurrentIncrementsOfOneKeyAreExact(): void
+    {
+        $adapter = TestAdapter::forWindow(60);
+        $key = Unique::name('fork_one_');
+
+        $statuses = $this->forkChildren(self::CHILDREN, static function () use ($adapter, $key): void {
+            for ($i = 0; $i < 1000; ++$i) {
+                $adapter->increment($key);
+            }
+        });
+
+        foreach ($statuses as $i => $status) {
+            self::assertSame(0, $status, "child {$i} exit status");
+        }
+        self::assertSame(self::CHILDREN * 1000, $adapter->load($key));
+    }
+
+    public function testConcurrentIncrementsOfDistinctAndNewKeysAreExact(): void
+    {
+        $adapter = TestAdapter::forWindow(60);
+        $stem = Unique::name('fork_many_');
+        $shared = $stem . 'shared';
+        $sharedStatus = $stem . 'status';
+        $before = \ganesha_shm_info();
+
+        $statuses = $this->forkChildren(self::CHILDREN, static function (int $child) use ($adapter, $stem, $shared, $sharedStatus): void {
+            // half the children use an adapter of their own, of the same bucket duration (1 s)
+            $mine = $child % 2 === 0 ? $adapter : TestAdapter::forWindow(30);
+            for ($round = 0; $round < 50; ++$round) {
+                for ($j = 0; $j < 5; ++$j) {
+                    if ($round < $child * 5 + $j + 1) {
+                        $mine->increment("{$stem}{$child}_{$j}");
+                    }
+                }
+                // all children race to create, then increment, the same new key
+                $mine->increment($shared);
+                $mine->saveStatus($sharedStatus, $child + 10);
+                $mine->saveLastFailureTime($shared, $child + 100);
+            }
+        });
+
+        foreach ($statuses as $i => $status) {
+            self::assertSame(0, $status, "child {$i} exit status");
+        }
+        for ($child = 0; $child < self::CHILDREN; ++$child) {
+            for ($j = 0; $j < 5; ++$j) {
+                self::assertSame(\min(50, $child * 5 + $j + 1), $adapter->load("{$stem}{$child}_{$j}"), "key {$child}_{$j}");
+            }
+        }
+        self::assertSame(self::CHILDREN * 50, $adapter->load($shared));
+        self::assertContains($adapter->loadStatus($sharedStatus), \range(10, 10 + self::CHILDREN - 1));
+        self::assertContains($adapter->loadLastFailureTime($shared), \range(100, 100 + self::CHILDREN - 1));
+
+        $after = \ganesha_shm_info();
+        self::assertSame(
+            $before['counter_slots_used'] + self::CHILDREN * 5 + 1,
+            $after['counter_slots_used'],
+            'one counter slot per distinct key, however many processes created it at once'
+        );
+        self::assertSame($before['status_slots_used'] + 1, $after['status_slots_used']);
+    }
+
+    public function testTheParentSeesWhatChildrenStoredAndChildrenSeeWhatTheParentStored(): void
+    {
+        $adapter = TestAdapter::forWindow(60);
+        $key = Unique::name('fork_seen_');
+        $adapter->increment($key);
+        $adapter->saveStatus($key, 2);
+
+        $statuses = $this->forkChildren(2, static function (int $child) use ($adapter, $key): void {
+            if ($adapter->load($key) < 1 || $adapter->loadStatus($key) !== 2) {
+                throw new \RuntimeException('the child does not see what the parent stored');
+            }
+            $adapter->increment($key);
+            $adapter->saveLastFailureTime($key . $child, 4242 + $child);
+        });
+
+        self::assertSame([0, 0], $statuses);
+        self::assertSame(3, $adapter->load($key));
+        self::assertSame(4242, $adapter->loadLastFailureTime($key . '0'));
+        self::assertSame(4243, $adapter->loadLastFailureTime($key . '1'));
+    }
+
+    public function testChildrenThatExitNormallyLeaveTheStoreToTheParent(): void
+    {
+        // children of a plain `php` process run the whole PHP shutdown, the extension's included,
+        // as php-fpm workers do when they are recycled
+        $code = Php::autoloadCode() . \sprintf(
+            ' $a = new \\%s(); $a->setContext(\\%s::make(60));
+            $a->increment("k"); $a->saveStatus("s", 2);
+            $pids = [];
+            for ($c = 0; $c < 4; ++$c) {
+                $pid = pcntl_fork();
+                if ($pid === 0) { for ($i = 0; $i < 500; ++$i) { $a->increment("k"); } $a->saveStatus("c" . $c, 3); exit(0); }
+                $pids[] = $pid;
+            }
+            $st = [];
+            foreach ($pids as $pid) { pcntl_waitpid($pid, $s); $st[] = pcntl_wifexited($s) ? pcntl_wexitstatus($s) : -1; }
+            $r = ["statuses" => $st, "count" => $a->load("k"), "status" => $a->loadStatus("s"), "children" => array_map(fn ($c) => $a->loadStatus("c" . $c), range(0, 3))];
+            $a->increment("k"); $a->increment("new");
+            $r["count_after"] = $a->load("k"); $r["new"] = $a->load("new");
+            echo json_encode($r);',
+            TestAdapter::class,
+            FakeContext::class
+        );
+
+        $result = Php::json($code);
+
+        self::assertSame([0, 0, 0, 0], $result['statuses']);
+        self::assertSame(2001, $result['count']);
+        self::assertSame(2, $result['status']);
+        self::assertSame([3, 3, 3, 3], $result['children']);
+        self::assertSame(2002, $result['count_after']);
+        self::assertSame(1, $result['new']);
+    }
+
+    /**
+     * Forks $count children that start $work($index) at the same moment, and returns their exit
+     * statuses: 0 when $work returned, 1 when it threw, -1 when the child did not exit.
+     *
+     * @return list<int>
+     */
+    private function forkChildren(int $count, callable $work): array
+    {
+        $start = \microtime(true) + 0.2;
+        $pids = [];
+        for ($i = 0; $i < $count; ++$i) {
+            $pid = \pcntl_fork();
+            if ($pid === -1) {
+                self::fail('pcntl_fork() failed');
+            }
+            if ($pid === 0) {
+                $status = 1;
+                try {
+                    while (\microtime(true) < $start) {
+                        \usleep(500);
+                    }
+                    $work($i);
+                    $status = 0;
+                } catch (\Throwable $e) {
+                    \fwrite(\STDERR, "child {$i}: {$e}\n");
+                }
+                Php::endForkedChild($status);
+            }
+            $pids[] = $pid;
+        }
+
+        $statuses = [];
+        foreach ($pids as $pid) {
+            \pcntl_waitpid($pid, $status);
+            $statuses[] = \pcntl_wifexited($status) ? \pcntl_wexitstatus($status) : -1;
+        }
+
+        return $statuses;
+    }
+}
