@@ -11,13 +11,15 @@ use ext_php_rs::binary_slice::BinarySlice;
 use ext_php_rs::exception::PhpException;
 use ext_php_rs::flags::ClassFlags;
 use ext_php_rs::prelude::*;
-use ext_php_rs::types::{ZendObject, Zval};
+use ext_php_rs::convert::FromZval;
+use ext_php_rs::flags::DataType;
+use ext_php_rs::types::{ZendCallable, ZendObject, Zval};
 use ext_php_rs::zend::ClassEntry;
 
 use crate::module::{self, INI_MAX_KEY_LENGTH, INI_MAX_SERVICES};
 use crate::store::{StoreError, TableKind};
 use crate::table::TableError;
-use crate::window::{self, timed, Window, WindowError};
+use crate::window::{self, timed, CountWord, Window, WindowError};
 
 /// Ganesha's `Ganesha::STATUS_CALMED_DOWN`: what a status reads as when none is stored.
 const STATUS_CALMED_DOWN: i64 = 1;
@@ -37,10 +39,40 @@ impl StorageKeys {
     }
 }
 
+/// How the counters are kept, from the strategy in Ganesha's `Context`.
+enum Strategy {
+    /// `Builder::withRateStrategy()`: counts in the buckets of a sliding time window.
+    Rate(Window),
+    /// `Builder::withCountStrategy()`: plain counters.
+    Count,
+}
+
 /// What `setContext()` gives the adapter.
 struct Configured {
-    window: Window,
+    strategy: Strategy,
+    interval_to_half_open: u64,
     storage_keys: StorageKeys,
+}
+
+impl Configured {
+    /// Seconds a last failure time is kept: as long as the buckets, or as a Count counter.
+    fn last_failure_ttl(&self) -> u64 {
+        match &self.strategy {
+            Strategy::Rate(window) => window.ttl(),
+            Strategy::Count => window::COUNT_TTL,
+        }
+    }
+}
+
+/// A PHP callable returning the current time, for tests; held with its own reference.
+pub struct Clock(Zval);
+
+impl<'a> FromZval<'a> for Clock {
+    const TYPE: DataType = DataType::Callable;
+
+    fn from_zval(zval: &'a Zval) -> Option<Self> {
+        zval.is_callable().then(|| Self(zval.shallow_clone()))
+    }
 }
 
 #[php_class]
@@ -48,6 +80,7 @@ struct Configured {
 #[php(flags = ClassFlags::Abstract)]
 pub struct AbstractSlidingTimeWindowShm {
     bucket_duration: Option<u64>,
+    clock: Option<Clock>,
     configured: Option<Configured>,
 }
 
@@ -59,30 +92,37 @@ impl AbstractSlidingTimeWindowShm {
     pub const DEFAULT_BUCKETS: i64 = window::DEFAULT_BUCKETS as i64;
     /// Seconds a saved status is kept.
     pub const STATUS_TTL: i64 = window::STATUS_TTL as i64;
+    /// Seconds a Count-strategy counter and its last failure time are kept after a write.
+    pub const COUNT_TTL: i64 = window::COUNT_TTL as i64;
 
     /// `$bucketDuration`: seconds per bucket; null for ceil(timeWindow / 60).
-    pub fn __construct(bucketDuration: Option<i64>) -> PhpResult<Self> {
+    /// `$clock`: returns the current Unix time in seconds, for tests; null for the system
+    /// clock (Ganesha's own `time()`).
+    pub fn __construct(bucketDuration: Option<i64>, clock: Option<Clock>) -> PhpResult<Self> {
         let bucket_duration = window::check_bucket_duration(bucketDuration).map_err(window_error)?;
-        Ok(Self { bucket_duration, configured: None })
+        Ok(Self { bucket_duration, clock, configured: None })
     }
 
     pub fn support_count_strategy(&self) -> bool {
-        false
+        true
     }
 
     pub fn support_rate_strategy(&self) -> bool {
         true
     }
 
-    /// Reads the time window and the storage keys from Ganesha's `Context`, and checks that
-    /// the bucket duration fits the time window.
+    /// Reads the strategy, the time window, the interval to half-open and the storage keys
+    /// from Ganesha's `Context`, and checks that the bucket duration fits the time window.
     pub fn set_context(&mut self, context: &mut ZendObject) -> PhpResult<()> {
+        let strategy = string(context, "strategy")?;
         let configuration = call(context, "configuration")?;
         let configuration = configuration.object().ok_or_else(|| not_a_context("configuration() did not return an object"))?;
-        let time_window = call(configuration, "timeWindow")?
-            .long()
-            .ok_or_else(|| not_a_context("timeWindow() did not return an int"))?;
-        let window = Window::new(time_window, self.bucket_duration).map_err(window_error)?;
+        let strategy = if strategy == COUNT_STRATEGY.as_bytes() {
+            Strategy::Count
+        } else {
+            Strategy::Rate(Window::new(long(configuration, "timeWindow")?, self.bucket_duration).map_err(window_error)?)
+        };
+        let interval_to_half_open = long(configuration, "intervalToHalfOpen")?.max(0) as u64;
         let keys = call(configuration, "storageKeys")?;
         let keys = keys.object().ok_or_else(|| not_a_context("storageKeys() did not return an object"))?;
         let suffix = |name: &str| string(keys, name);
@@ -90,7 +130,7 @@ impl AbstractSlidingTimeWindowShm {
             prefix: suffix("prefix")?,
             suffixes: [suffix("success")?, suffix("failure")?, suffix("rejection")?, suffix("lastFailureTime")?, suffix("status")?],
         };
-        self.configured = Some(Configured { window, storage_keys });
+        self.configured = Some(Configured { strategy, interval_to_half_open, storage_keys });
         Ok(())
     }
 
@@ -98,50 +138,70 @@ impl AbstractSlidingTimeWindowShm {
     #[allow(unused_variables)]
     pub fn set_configuration(&self, configuration: &mut ZendObject) {}
 
+    /// Rate: the events in the buckets spanning the time window. Count: the counter.
     pub fn load(&self, service: BinarySlice<u8>) -> PhpResult<i64> {
-        let window = self.window()?;
-        let count = module::store()?.load(&service, window, now()).map_err(storage_error)?;
-        Ok(count.min(i64::MAX as u64) as i64)
+        let (configured, now) = self.configured_now()?;
+        let store = module::store()?;
+        let count = match &configured.strategy {
+            Strategy::Rate(window) => store.load(&service, window, now),
+            Strategy::Count => store.load_count(&service, now),
+        };
+        Ok(count.map_err(storage_error)?.min(i64::MAX as u64) as i64)
     }
 
-    /// Not supported: the Count strategy needs a plain counter.
-    #[allow(unused_variables)]
+    /// Count strategy only: sets the counter.
     pub fn save(&self, service: BinarySlice<u8>, count: i64) -> PhpResult<()> {
-        Err(count_strategy_unsupported())
+        let now = self.count_strategy("save")?;
+        check_range("count", count, 0, CountWord::MAX as i64)?;
+        module::store()?.change_count(&service, now, true, |_| count as u64).map_err(storage_error)
     }
 
+    /// Rate: one event in the current bucket. Count: one more.
     pub fn increment(&self, service: BinarySlice<u8>) -> PhpResult<()> {
-        let window = self.window()?;
-        module::store()?.increment(&service, window, now()).map_err(storage_error)
+        let (configured, now) = self.configured_now()?;
+        let store = module::store()?;
+        match &configured.strategy {
+            Strategy::Rate(window) => store.increment(&service, window, now),
+            Strategy::Count => store.change_count(&service, now, true, |count| count + 1),
+        }
+        .map_err(storage_error)
     }
 
-    /// Not supported: the Count strategy needs a plain counter.
-    #[allow(unused_variables)]
+    /// Count strategy only: one less, never below 0, in one atomic step.
     pub fn decrement(&self, service: BinarySlice<u8>) -> PhpResult<()> {
-        Err(count_strategy_unsupported())
+        let now = self.count_strategy("decrement")?;
+        module::store()?.change_count(&service, now, false, |count| count.saturating_sub(1)).map_err(storage_error)
     }
 
     pub fn save_last_failure_time(&self, service: BinarySlice<u8>, lastFailureTime: i64) -> PhpResult<()> {
-        let window = self.window()?;
+        let (configured, now) = self.configured_now()?;
         check_range("lastFailureTime", lastFailureTime, timed::MIN_VALUE, timed::MAX_VALUE)?;
-        module::store()?.save_last_failure_time(&service, lastFailureTime, window, now()).map_err(storage_error)
+        module::store()?
+            .save_last_failure_time(&service, lastFailureTime, configured.last_failure_ttl(), now)
+            .map_err(storage_error)
     }
 
+    /// The last failure time, as Ganesha's half-open check must see it: NOT a read-only call.
+    /// When intervalToHalfOpen has passed since the stored time, the first caller swaps the
+    /// current time in and gets the old one, so that Ganesha admits exactly that caller as the
+    /// half-open trial; every other caller gets the new time and is rejected.
     pub fn load_last_failure_time(&self, service: BinarySlice<u8>) -> PhpResult<Option<i64>> {
-        self.window()?;
-        module::store()?.load_last_failure_time(&service, now()).map_err(storage_error)
+        let (configured, now) = self.configured_now()?;
+        module::store()?
+            .claim_trial(&service, now, configured.interval_to_half_open, configured.last_failure_ttl())
+            .map_err(storage_error)
     }
 
     pub fn save_status(&self, service: BinarySlice<u8>, status: i64) -> PhpResult<()> {
-        self.window()?;
+        let (_, now) = self.configured_now()?;
         check_range("status", status, i32::MIN as i64, i32::MAX as i64)?;
-        module::store()?.save_status(&service, status, now()).map_err(storage_error)
+        module::store()?.save_status(&service, status, now).map_err(storage_error)
     }
 
     /// The stored status, or `Ganesha::STATUS_CALMED_DOWN` (not stored) when there is none.
     pub fn load_status(&self, service: BinarySlice<u8>) -> PhpResult<i64> {
-        self.window()?;
-        let status = module::store()?.load_status(&service, now()).map_err(storage_error)?;
+        let (_, now) = self.configured_now()?;
+        let status = module::store()?.load_status(&service, now).map_err(storage_error)?;
         Ok(status.unwrap_or(STATUS_CALMED_DOWN))
     }
 
@@ -154,18 +214,44 @@ impl AbstractSlidingTimeWindowShm {
     }
 }
 
+/// Ganesha's `Context::STRATEGY_COUNT`.
+const COUNT_STRATEGY: &str = "count";
+
 impl AbstractSlidingTimeWindowShm {
     fn configuration(&self) -> PhpResult<&Configured> {
         self.configured.as_ref().ok_or_else(|| {
             exception(
                 "LogicException",
-                "The adapter has no time window yet: pass it to Ganesha's Builder, whose build() calls setContext().".into(),
+                "The adapter has no configuration yet: pass it to Ganesha's Builder, whose build() calls setContext().".into(),
             )
         })
     }
 
-    fn window(&self) -> PhpResult<&Window> {
-        Ok(&self.configuration()?.window)
+    /// The configuration and the current time, from the clock given to the constructor or
+    /// the system's.
+    fn configured_now(&self) -> PhpResult<(&Configured, u64)> {
+        let configured = self.configuration()?;
+        let now = match &self.clock {
+            None => now(),
+            Some(Clock(callable)) => {
+                let time = ZendCallable::new(callable).and_then(|c| c.try_call(vec![])).ok().and_then(|t| t.long());
+                let time = time.ok_or_else(|| exception("UnexpectedValueException", "The clock did not return an int.".into()))?;
+                time.max(0) as u64
+            }
+        };
+        Ok((configured, now))
+    }
+
+    /// The current time, for a call that only the Count strategy makes.
+    fn count_strategy(&self, method: &str) -> PhpResult<u64> {
+        let (configured, now) = self.configured_now()?;
+        match configured.strategy {
+            Strategy::Count => Ok(now),
+            Strategy::Rate(_) => Err(exception(
+                "LogicException",
+                format!("{method}() is a Count strategy call; with the Rate strategy the adapter counts in time buckets."),
+            )),
+        }
     }
 }
 
@@ -215,13 +301,6 @@ fn window_error(error: WindowError) -> PhpException {
     exception("InvalidArgumentException", error.to_string())
 }
 
-fn count_strategy_unsupported() -> PhpException {
-    exception(
-        "LogicException",
-        "Zeusi\\GaneshaShmAdapter\\SlidingTimeWindowShm does not support the Count strategy.".into(),
-    )
-}
-
 fn check_range(name: &str, value: i64, min: i64, max: i64) -> PhpResult<()> {
     if (min..=max).contains(&value) {
         return Ok(());
@@ -235,6 +314,10 @@ fn not_a_context(why: &str) -> PhpException {
 
 fn call(object: &ZendObject, method: &str) -> PhpResult<Zval> {
     object.try_call_method(method, vec![]).map_err(|_| not_a_context(&format!("it has no method {method}()")))
+}
+
+fn long(object: &ZendObject, method: &str) -> PhpResult<i64> {
+    call(object, method)?.long().ok_or_else(|| not_a_context(&format!("{method}() did not return an int")))
 }
 
 fn string(object: &ZendObject, method: &str) -> PhpResult<Vec<u8>> {

@@ -25,8 +25,9 @@ pub const MAGIC: u64 = u64::from_be_bytes(*b"GANESHM1");
 /// Bumped whenever the meaning of any word in the segment changes.
 pub const LAYOUT_VERSION: u64 = 1;
 
-/// Payload words of a counter slot: the last failure time (value, expiry), then the ring.
-pub const COUNTER_PAYLOAD_WORDS: usize = 2 + MAX_BUCKETS as usize;
+/// Payload words of a counter slot: the last failure time (value, expiry), the Count
+/// strategy's counter, then the ring of buckets.
+pub const COUNTER_PAYLOAD_WORDS: usize = 3 + MAX_BUCKETS as usize;
 
 /// Payload words of a status slot: the status (value, expiry).
 pub const STATUS_PAYLOAD_WORDS: usize = 2;
@@ -252,11 +253,11 @@ mod tests {
         let layout = Layout::new(Settings { max_services: 1024, max_key_length: 160 });
         assert_eq!(layout.key_words, 20);
         assert_eq!(layout.counter_slots, 3072);
-        // header 3 + last failure 2 + ring 120 + key 20 words
-        assert_eq!(layout.counter_slot_words * 8, 1160);
+        // header 3 + last failure 2 + count 1 + ring 120 + key 20 words
+        assert_eq!(layout.counter_slot_words * 8, 1168);
         assert_eq!(layout.status_slot_words * 8, 200);
-        assert_eq!(layout.bytes_per_service(), 3680);
-        assert_eq!(layout.segment_bytes(), 128 + 1024 * 3680);
+        assert_eq!(layout.bytes_per_service(), 3704);
+        assert_eq!(layout.segment_bytes(), 128 + 1024 * 3704);
     }
 
     #[test]

@@ -1,8 +1,8 @@
 //! The circuit store: what Ganesha's storage calls mean, over the two tables of the segment.
 //!
 //! * Counter keys (success, failure, rejection) map to a ring of [`MAX_BUCKETS`] bucket words
-//!   and the last failure time. An increment is one compare-and-swap on the current bucket's
-//!   word; a load sums the words of the buckets in the window.
+//!   (Rate strategy), a plain counter (Count strategy) and the last failure time. An increment
+//!   is one compare-and-swap on one word; a load sums the words of the buckets in the window.
 //! * Status keys map to a status with its expiry.
 //!
 //! Every operation takes the time as an argument, so that it can be tested without a clock.
@@ -11,13 +11,15 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::segment::Segment;
 use crate::table::{Entry, Table, TableError, Usage};
-use crate::window::{ring_index, timed, BucketWord, Window, MAX_BUCKETS, STATUS_TTL};
+use crate::window::{ring_index, timed, BucketWord, CountWord, Window, COUNT_TTL, MAX_BUCKETS, STATUS_TTL};
 
 /// Payload word of a counter slot holding the last failure time, and its expiry.
 const LAST_FAILURE_VALUE: usize = 0;
 const LAST_FAILURE_EXPIRY: usize = 1;
+/// Payload word of a counter slot holding the Count strategy's counter.
+const COUNT: usize = 2;
 /// First payload word of a counter slot's ring.
-const RING: usize = 2;
+const RING: usize = 3;
 /// Payload words of a status slot.
 const STATUS_VALUE: usize = 0;
 const STATUS_EXPIRY: usize = 1;
@@ -62,18 +64,28 @@ impl<'a> Store<'a> {
     }
 
     /// Runs `write` on the slot of `key`, looked up again whenever `write` finds it recycled.
+    /// A missing key is created, unless `create` is false: then nothing is written.
     fn write(
         &self,
         kind: TableKind,
         key: &[u8],
         now: u64,
         keep_for: u64,
+        create: bool,
         write: impl Fn(&Entry<'a>) -> bool,
     ) -> Result<(), StoreError> {
         let table = self.table(kind);
         let error = |error| StoreError { table: kind, error };
+        let keep_until = now.saturating_add(keep_for);
         for _ in 0..MAX_ATTEMPTS {
-            let entry = table.find_or_insert(key, now, now.saturating_add(keep_for)).map_err(error)?;
+            let entry = if create {
+                table.find_or_insert(key, now, keep_until).map_err(error)?
+            } else {
+                match table.find_and_keep(key, now, keep_until).map_err(error)? {
+                    Some(entry) => entry,
+                    None => return Ok(()),
+                }
+            };
             if write(&entry) {
                 return Ok(());
             }
@@ -88,9 +100,11 @@ impl<'a> Store<'a> {
     /// Counts one event of `key` in the current bucket.
     pub fn increment(&self, key: &[u8], window: &Window, now: u64) -> Result<(), StoreError> {
         let bucket = window.bucket_at(now);
-        self.write(TableKind::Counters, key, now, window.ttl(), |entry| {
-            let word = &entry.payload()[RING + ring_index(bucket)];
-            add_event(word, entry, bucket)
+        self.write(TableKind::Counters, key, now, window.ttl(), true, |entry| {
+            update_word(&entry.payload()[RING + ring_index(bucket)], entry, |word| {
+                let word = BucketWord(word);
+                (word.generation() == entry.generation_byte()).then(|| word.incremented(bucket).0)
+            })
         })
     }
 
@@ -115,13 +129,86 @@ impl<'a> Store<'a> {
             .sum())
     }
 
-    /// Saves the last failure time of `key`, kept for the window's TTL.
-    pub fn save_last_failure_time(&self, key: &[u8], time: i64, window: &Window, now: u64) -> Result<(), StoreError> {
-        self.save_timed(TableKind::Counters, key, [LAST_FAILURE_VALUE, LAST_FAILURE_EXPIRY], time, now, window.ttl())
+    /// The Count strategy's counter of `key` (0 when absent or expired).
+    pub fn load_count(&self, key: &[u8], now: u64) -> Result<u64, StoreError> {
+        let Some(entry) = self.find(TableKind::Counters, key)? else {
+            return Ok(0);
+        };
+        // Relaxed: one word, read on its own.
+        let word = CountWord(entry.payload()[COUNT].load(Ordering::Relaxed));
+        Ok(if word.generation() == entry.generation_byte() { word.count_at(now) } else { 0 })
     }
 
-    pub fn load_last_failure_time(&self, key: &[u8], now: u64) -> Result<Option<i64>, StoreError> {
+    /// Changes the Count strategy's counter of `key` to `change(current)` in one
+    /// compare-and-swap, and keeps it [`COUNT_TTL`] from now. `create`: false leaves a missing
+    /// key missing (a decrement of nothing).
+    pub fn change_count(&self, key: &[u8], now: u64, create: bool, change: impl Fn(u64) -> u64) -> Result<(), StoreError> {
+        let expires_at = now.saturating_add(COUNT_TTL);
+        self.write(TableKind::Counters, key, now, COUNT_TTL, create, |entry| {
+            update_word(&entry.payload()[COUNT], entry, |word| {
+                let word = CountWord(word);
+                (word.generation() == entry.generation_byte())
+                    .then(|| word.with_count(change(word.count_at(now)), expires_at).0)
+            })
+        })
+    }
+
+    /// Saves the last failure time of `key`, kept for `ttl` seconds.
+    pub fn save_last_failure_time(&self, key: &[u8], time: i64, ttl: u64, now: u64) -> Result<(), StoreError> {
+        self.save_timed(TableKind::Counters, key, [LAST_FAILURE_VALUE, LAST_FAILURE_EXPIRY], time, now, ttl)
+    }
+
+    /// The last failure time of `key`, without changing anything.
+    #[cfg(test)]
+    pub fn peek_last_failure_time(&self, key: &[u8], now: u64) -> Result<Option<i64>, StoreError> {
         self.load_timed(TableKind::Counters, key, [LAST_FAILURE_VALUE, LAST_FAILURE_EXPIRY], now)
+    }
+
+    /// The last failure time of `key` as Ganesha's half-open check should see it, claiming the
+    /// half-open trial for this caller when one is due.
+    ///
+    /// Ganesha lets a request through when `time() - lastFailureTime > intervalToHalfOpen`,
+    /// then writes `time()` back: two calls, between which every concurrent caller would see
+    /// the old time and get through too. Here the first caller to find a trial due swaps the
+    /// current time in with one compare-and-swap and gets the old time, so Ganesha admits it;
+    /// every other caller gets the new time and is rejected. A caller that finds no trial due
+    /// gets a time no older than `now + 1 - interval`, so that Ganesha, whose `time()` may have
+    /// moved to the next second since `now` was read, does not admit it either.
+    pub fn claim_trial(&self, key: &[u8], now: u64, interval: u64, ttl: u64) -> Result<Option<i64>, StoreError> {
+        let [value_at, expiry_at] = [LAST_FAILURE_VALUE, LAST_FAILURE_EXPIRY];
+        let now_value = now.min(timed::MAX_VALUE as u64) as i64;
+        let latest_refused = now_value.saturating_add(1).saturating_sub(interval.min(i64::MAX as u64) as i64);
+        for _ in 0..MAX_ATTEMPTS {
+            let Some(entry) = self.counters.find_and_keep(key, now, now.saturating_add(ttl)).map_err(|error| StoreError { table: TableKind::Counters, error })? else {
+                return Ok(None);
+            };
+            let generation = entry.generation_byte();
+            let payload = entry.payload();
+            // Acquire: as in `load_timed`, the value read next is at least as new as the expiry.
+            let expiry = payload[expiry_at].load(Ordering::Acquire);
+            let value = payload[value_at].load(Ordering::Acquire);
+            if timed::generation(expiry) != generation || timed::generation(value) != generation {
+                continue; // recycled under us
+            }
+            if !timed::alive(timed::decode_expiry(expiry), now) {
+                return Ok(None);
+            }
+            let last_failure = timed::decode_value(value);
+            if now_value.saturating_sub(last_failure) <= interval.min(i64::MAX as u64) as i64 {
+                return Ok(Some(last_failure.max(latest_refused)));
+            }
+            // AcqRel: the claim is the value other callers must see; Relaxed on failure:
+            // someone else changed the time first, so look again.
+            if payload[value_at]
+                .compare_exchange(value, timed::encode_value(generation, now_value), Ordering::AcqRel, Ordering::Relaxed)
+                .is_ok()
+            {
+                // The trial restarts the interval: keep the time as long as a saved one.
+                replace_word(&payload[expiry_at], &entry, timed::encode_expiry(generation, now.saturating_add(ttl)));
+                return Ok(Some(last_failure));
+            }
+        }
+        Err(StoreError { table: TableKind::Counters, error: TableError::Contended })
     }
 
     /// Saves the status of `key`, kept for [`STATUS_TTL`].
@@ -134,7 +221,7 @@ impl<'a> Store<'a> {
     }
 
     fn save_timed(&self, kind: TableKind, key: &[u8], [value_at, expiry_at]: [usize; 2], value: i64, now: u64, ttl: u64) -> Result<(), StoreError> {
-        self.write(kind, key, now, ttl, |entry| {
+        self.write(kind, key, now, ttl, true, |entry| {
             let generation = entry.generation_byte();
             let payload = entry.payload();
             // The value first, then its expiry: a reader reads them the other way round, so
@@ -168,44 +255,33 @@ impl<'a> Store<'a> {
     }
 }
 
-/// Adds one event of `bucket` to `word`; false if the slot was recycled under us.
-fn add_event(word: &AtomicU64, entry: &Entry<'_>, bucket: u64) -> bool {
-    // Relaxed: the count is the only data; the compare-and-swap below decides.
-    let mut current = BucketWord(word.load(Ordering::Relaxed));
-    // The slot may have been recycled between the lookup and the read above; after this check
-    // a recycle changes the word's generation byte, which fails the compare-and-swap.
-    if !entry.is_current() {
-        return false;
-    }
-    loop {
-        if current.generation() != entry.generation_byte() {
-            return false;
-        }
-        // Relaxed both ways: one word, no other data published with it.
-        match word.compare_exchange_weak(current.0, current.incremented(bucket).0, Ordering::Relaxed, Ordering::Relaxed) {
-            Ok(_) => return true,
-            Err(actual) => current = BucketWord(actual),
-        }
-    }
-}
-
-/// Replaces `word` with `new` if it still belongs to `entry`'s generation.
-fn replace_word(word: &AtomicU64, entry: &Entry<'_>, new: u64) -> bool {
-    // Relaxed: the value is checked by the compare-and-swap below.
+/// Replaces `word` by `next(word)` in one compare-and-swap, retried while other writers change
+/// it first; false, without writing, when `next` returns `None` (the word is of another
+/// generation: the slot was recycled under us) or the slot no longer holds the entry's key.
+fn update_word(word: &AtomicU64, entry: &Entry<'_>, next: impl Fn(u64) -> Option<u64>) -> bool {
+    // Relaxed: the compare-and-swap below decides.
     let mut current = word.load(Ordering::Relaxed);
+    // The slot may have been recycled between the lookup and the read above; past this check a
+    // recycle changes the word's generation byte, which `next` refuses.
     if !entry.is_current() {
         return false;
     }
     loop {
-        if timed::generation(current) != entry.generation_byte() {
+        let Some(new) = next(current) else {
             return false;
-        }
-        // Release on success: a reader that acquires this word sees the words written before it.
+        };
+        // Release on success: a reader that acquires this word sees the words written before
+        // it (a timed value's value before its expiry). Relaxed on failure: retried with it.
         match word.compare_exchange_weak(current, new, Ordering::Release, Ordering::Relaxed) {
             Ok(_) => return true,
             Err(actual) => current = actual,
         }
     }
+}
+
+/// Replaces a timed value's word with `new` if it still belongs to `entry`'s generation.
+fn replace_word(word: &AtomicU64, entry: &Entry<'_>, new: u64) -> bool {
+    update_word(word, entry, |current| (timed::generation(current) == entry.generation_byte()).then_some(new))
 }
 
 #[cfg(test)]
@@ -255,10 +331,10 @@ mod tests {
         let segment = segment(1);
         let store = Store::new(&segment);
         let w = window(2, Some(1)); // TTL (2 + 1) × 1 s
-        assert_eq!(store.load_last_failure_time(b"f", T0).unwrap(), None);
-        store.save_last_failure_time(b"f", 1_700_000_000, &w, T0).unwrap();
-        assert_eq!(store.load_last_failure_time(b"f", T0 + 3).unwrap(), Some(1_700_000_000));
-        assert_eq!(store.load_last_failure_time(b"f", T0 + 4).unwrap(), None);
+        assert_eq!(store.peek_last_failure_time(b"f", T0).unwrap(), None);
+        store.save_last_failure_time(b"f", 1_700_000_000, w.ttl(), T0).unwrap();
+        assert_eq!(store.peek_last_failure_time(b"f", T0 + 3).unwrap(), Some(1_700_000_000));
+        assert_eq!(store.peek_last_failure_time(b"f", T0 + 4).unwrap(), None);
         assert_eq!(store.load(b"f", &w, T0).unwrap(), 0, "the time is not a count");
     }
 
@@ -271,7 +347,7 @@ mod tests {
         store.save_status(b"k", -5, T0).unwrap();
         assert_eq!(store.load_status(b"k", T0 + STATUS_TTL).unwrap(), Some(-5));
         assert_eq!(store.load_status(b"k", T0 + STATUS_TTL + 1).unwrap(), None);
-        assert_eq!(store.load_last_failure_time(b"k", T0).unwrap(), None);
+        assert_eq!(store.peek_last_failure_time(b"k", T0).unwrap(), None);
     }
 
     #[test]
@@ -298,12 +374,12 @@ mod tests {
         let store = Store::new(&segment);
         let w = window(60, None);
         store.increment(b"p_a_failure", &w, T0).unwrap();
-        store.save_last_failure_time(b"p_a_failure", 5, &w, T0).unwrap();
+        store.save_last_failure_time(b"p_a_failure", 5, w.ttl(), T0).unwrap();
         store.save_status(b"p_a_status", 2, T0).unwrap();
         store.increment(b"other", &w, T0).unwrap();
         assert_eq!(store.remove_matching(|k| k.starts_with(b"p_")), 2);
         assert_eq!(store.load(b"p_a_failure", &w, T0).unwrap(), 0);
-        assert_eq!(store.load_last_failure_time(b"p_a_failure", T0).unwrap(), None);
+        assert_eq!(store.peek_last_failure_time(b"p_a_failure", T0).unwrap(), None);
         assert_eq!(store.load_status(b"p_a_status", T0).unwrap(), None);
         assert_eq!(store.load(b"other", &w, T0).unwrap(), 1);
     }
@@ -317,10 +393,93 @@ mod tests {
         let stale = segment.counters().find(b"old").unwrap().unwrap();
         store.remove_matching(|k| k == b"old");
         store.increment(b"new", &w, T0).unwrap();
-        let bucket = w.bucket_at(T0);
-        let word = &stale.payload()[RING + ring_index(bucket)];
-        assert!(!add_event(word, &stale, bucket), "the stale writer is turned away");
+        let word = &stale.payload()[RING + ring_index(w.bucket_at(T0))];
+        assert!(!update_word(word, &stale, |w| Some(w + 1)), "the stale writer is turned away");
         assert_eq!(store.load(b"new", &w, T0).unwrap(), 1);
+    }
+
+    #[test]
+    fn the_first_caller_past_the_interval_claims_the_trial_and_the_others_see_it_taken() {
+        let segment = segment(1);
+        let store = Store::new(&segment);
+        let ttl = 100;
+        assert_eq!(store.claim_trial(b"f", T0, 5, ttl).unwrap(), None, "no failure, no trial");
+        store.save_last_failure_time(b"f", T0 as i64, ttl, T0).unwrap();
+        // Not due yet: a time Ganesha does not admit, even if its clock reads one second more.
+        assert_eq!(store.claim_trial(b"f", T0 + 5, 5, ttl).unwrap(), Some(T0 as i64 + 1));
+        assert_eq!(store.claim_trial(b"f", T0 + 2, 5, ttl).unwrap(), Some(T0 as i64));
+        // Due: the winner sees the old time, everyone after it the claimed one.
+        assert_eq!(store.claim_trial(b"f", T0 + 6, 5, ttl).unwrap(), Some(T0 as i64));
+        assert_eq!(store.claim_trial(b"f", T0 + 6, 5, ttl).unwrap(), Some(T0 as i64 + 6));
+        assert_eq!(store.peek_last_failure_time(b"f", T0 + 6).unwrap(), Some(T0 as i64 + 6));
+        // The claim restarts the interval and keeps the time as long as a save does.
+        assert_eq!(store.claim_trial(b"f", T0 + 12, 5, ttl).unwrap(), Some(T0 as i64 + 6));
+        assert_eq!(store.peek_last_failure_time(b"f", T0 + 12 + ttl).unwrap(), Some(T0 as i64 + 12));
+    }
+
+    #[test]
+    fn racing_callers_claim_exactly_one_trial() {
+        let segment = segment(1);
+        let store = Store::new(&segment);
+        store.save_last_failure_time(b"f", T0 as i64, 100, T0).unwrap();
+        let winners = std::sync::atomic::AtomicU64::new(0);
+        std::thread::scope(|scope| {
+            for _ in 0..8 {
+                scope.spawn(|| {
+                    let store = Store::new(&segment);
+                    for _ in 0..100 {
+                        if store.claim_trial(b"f", T0 + 10, 5, 100).unwrap() == Some(T0 as i64) {
+                            winners.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                });
+            }
+        });
+        assert_eq!(winners.load(Ordering::Relaxed), 1);
+    }
+
+    #[test]
+    fn count_counters_never_go_below_zero_and_expire() {
+        let segment = segment(2);
+        let store = Store::new(&segment);
+        store.change_count(b"missing", T0, false, |c| c.saturating_sub(1)).unwrap();
+        assert_eq!(store.usage(T0)[0].live, 0, "decrementing nothing stores nothing");
+        for _ in 0..3 {
+            store.change_count(b"c", T0, true, |c| c + 1).unwrap();
+        }
+        assert_eq!(store.load_count(b"c", T0).unwrap(), 3);
+        for _ in 0..5 {
+            store.change_count(b"c", T0, false, |c| c.saturating_sub(1)).unwrap();
+        }
+        assert_eq!(store.load_count(b"c", T0).unwrap(), 0);
+        store.change_count(b"c", T0, true, |_| 7).unwrap();
+        assert_eq!(store.load_count(b"c", T0 + COUNT_TTL).unwrap(), 7);
+        assert_eq!(store.load_count(b"c", T0 + COUNT_TTL + 1).unwrap(), 0);
+        store.change_count(b"c", T0 + COUNT_TTL + 1, true, |c| c + 1).unwrap();
+        assert_eq!(store.load_count(b"c", T0 + COUNT_TTL + 1).unwrap(), 1, "an expired counter restarts from 0");
+    }
+
+    #[test]
+    fn concurrent_count_changes_are_exact() {
+        let segment = segment(1);
+        store_count_race(&segment);
+    }
+
+    fn store_count_race(segment: &Segment) {
+        let store = Store::new(segment);
+        store.change_count(b"c", T0, true, |_| 1_000).unwrap();
+        std::thread::scope(|scope| {
+            for thread in 0..4 {
+                scope.spawn(move || {
+                    let store = Store::new(segment);
+                    for _ in 0..1_000 {
+                        let change = if thread % 2 == 0 { |c: u64| c + 1 } else { |c: u64| c.saturating_sub(1) };
+                        store.change_count(b"c", T0, true, change).unwrap();
+                    }
+                });
+            }
+        });
+        assert_eq!(store.load_count(b"c", T0).unwrap(), 1_000);
     }
 
     #[test]

@@ -340,6 +340,22 @@ impl<'a> Table<'a> {
         Err(TableError::Contended)
     }
 
+    /// The LIVE slot holding `key`, if any, kept until at least `keep_until`: for a write that
+    /// must not create the key.
+    pub fn find_and_keep(&self, key: &[u8], now: u64, keep_until: u64) -> Result<Option<Entry<'a>>, TableError> {
+        let key = self.key(key)?;
+        let keep_until = clamp_seconds(keep_until);
+        for _ in 0..MAX_ATTEMPTS {
+            let Some(entry) = self.lookup(&key) else {
+                return Ok(None);
+            };
+            if let Some(entry) = self.keep(entry, now, keep_until) {
+                return Ok(Some(entry));
+            }
+        }
+        Err(TableError::Contended)
+    }
+
     /// Makes sure `entry` is kept until `keep_until`; `None` if its slot was recycled.
     fn keep(&self, entry: Entry<'a>, now: u64, keep_until: u32) -> Option<Entry<'a>> {
         let mut tag = entry.tag;

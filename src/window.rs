@@ -14,6 +14,9 @@ pub const DEFAULT_BUCKETS: u64 = 60;
 /// Seconds a status is kept after it was saved.
 pub const STATUS_TTL: u64 = 86_400;
 
+/// Seconds a Count-strategy counter, and its last failure time, are kept after their last write.
+pub const COUNT_TTL: u64 = 86_400;
+
 /// Why a bucket duration does not fit a time window.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum WindowError {
@@ -179,6 +182,36 @@ impl BucketWord {
     }
 }
 
+/// A Count-strategy counter with its expiry, as one word, so that every change is one
+/// compare-and-swap that sees whether the counter is still there:
+/// `[generation: 8][count: 24][expires_at: 32]`. An expired counter counts from zero again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CountWord(pub u64);
+
+impl CountWord {
+    pub const MAX: u64 = (1 << 24) - 1;
+
+    pub fn generation(self) -> u8 {
+        (self.0 >> 56) as u8
+    }
+
+    /// The count at `now`: 0 once expired.
+    pub fn count_at(self, now: u64) -> u64 {
+        let expires_at = self.0 & u32::MAX as u64;
+        if timed::alive(expires_at, now) {
+            (self.0 >> 32) & Self::MAX
+        } else {
+            0
+        }
+    }
+
+    /// The same counter holding `count` (saturated), kept until `expires_at`.
+    pub fn with_count(self, count: u64, expires_at: u64) -> Self {
+        let generation = (self.generation() as u64) << 56;
+        Self(generation | count.min(Self::MAX) << 32 | expires_at.min(u32::MAX as u64))
+    }
+}
+
 /// A value with an expiry, as two words of a slot: `[generation: 8][value: 56, signed]` and
 /// `[generation: 8][expires_at: 56]` (seconds since the epoch; 0 = absent).
 ///
@@ -304,6 +337,16 @@ mod tests {
         let full = BucketWord((3u64 << 56) | lap_of(9) << 32 | COUNT_MASK);
         assert_eq!(full.incremented(9).count_in(9), u32::MAX as u64);
         assert_eq!(full.incremented(9).generation(), 3);
+    }
+
+    #[test]
+    fn count_words_expire_saturate_and_keep_their_generation() {
+        let empty = CountWord(9u64 << 56);
+        assert_eq!(empty.count_at(0), 0, "a fresh counter is absent");
+        let three = empty.with_count(3, 1_000);
+        assert_eq!((three.count_at(1_000), three.count_at(1_001), three.generation()), (3, 0, 9));
+        assert_eq!(three.with_count(u64::MAX, 1_000).count_at(5), CountWord::MAX);
+        assert_eq!(three.with_count(1, u64::MAX).count_at(u32::MAX as u64), 1);
     }
 
     #[test]

@@ -24,11 +24,15 @@ namespace Zeusi\GaneshaShmAdapter {
         /** Seconds a saved status is kept. */
         public const STATUS_TTL = 86400;
 
+        /** Seconds a Count-strategy counter and its last failure time are kept after a write. */
+        public const COUNT_TTL = 86400;
+
         /**
          * @param int|null $bucketDuration seconds per bucket; null: ceil(timeWindow / 60)
+         * @param (callable(): int)|null $clock the current Unix time, for tests; null: the system clock
          * @throws \InvalidArgumentException when $bucketDuration < 1
          */
-        public function __construct(?int $bucketDuration = null) {}
+        public function __construct(?int $bucketDuration = null, ?callable $clock = null) {}
 
         public function supportCountStrategy(): bool {}
 
@@ -43,22 +47,36 @@ namespace Zeusi\GaneshaShmAdapter {
         /** @param \Ackintosh\Ganesha\Configuration $configuration */
         public function setConfiguration(object $configuration): void {}
 
-        /** @throws \Ackintosh\Ganesha\Exception\StorageException */
+        /**
+         * Rate strategy: the events in the buckets spanning the time window; Count: the counter.
+         * @throws \Ackintosh\Ganesha\Exception\StorageException
+         */
         public function load(string $service): int {}
 
-        /** @throws \LogicException the Count strategy is not supported */
+        /**
+         * Count strategy: sets the counter (0 to 16777215).
+         * @throws \LogicException with the Rate strategy
+         */
         public function save(string $service, int $count): void {}
 
         /** @throws \Ackintosh\Ganesha\Exception\StorageException */
         public function increment(string $service): void {}
 
-        /** @throws \LogicException the Count strategy is not supported */
+        /**
+         * Count strategy: one less, never below 0, atomically.
+         * @throws \LogicException with the Rate strategy
+         */
         public function decrement(string $service): void {}
 
         /** @throws \Ackintosh\Ganesha\Exception\StorageException */
         public function saveLastFailureTime(string $service, int $lastFailureTime): void {}
 
-        /** @throws \Ackintosh\Ganesha\Exception\StorageException */
+        /**
+         * Not read-only: once intervalToHalfOpen has passed since the stored time, the first
+         * caller swaps the current time in and gets the old one (Ganesha admits it as the
+         * half-open trial); every other caller gets the new time.
+         * @throws \Ackintosh\Ganesha\Exception\StorageException
+         */
         public function loadLastFailureTime(string $service): ?int {}
 
         /** @throws \Ackintosh\Ganesha\Exception\StorageException */
