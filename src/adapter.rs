@@ -7,15 +7,22 @@
 // PHP parameter names follow Ganesha's interface (`$lastFailureTime`), for named arguments.
 #![allow(non_snake_case)]
 
+use std::collections::BTreeSet;
+
+use ext_php_rs::binary::Binary;
 use ext_php_rs::binary_slice::BinarySlice;
+use ext_php_rs::boxed::ZBox;
+use ext_php_rs::convert::IntoZval;
 use ext_php_rs::exception::PhpException;
 use ext_php_rs::flags::ClassFlags;
 use ext_php_rs::prelude::*;
 use ext_php_rs::convert::FromZval;
 use ext_php_rs::flags::DataType;
-use ext_php_rs::types::{ZendCallable, ZendObject, Zval};
+use ext_php_rs::types::{ZendCallable, ZendHashTable, ZendObject, Zval};
 use ext_php_rs::zend::ClassEntry;
 
+use crate::circuit::{self, Figures, Thresholds};
+use crate::metrics::{self, ServiceView};
 use crate::module::{self, INI_MAX_KEY_LENGTH, INI_MAX_SERVICES};
 use crate::store::{StoreError, TableKind};
 use crate::table::TableError;
@@ -34,8 +41,15 @@ impl StorageKeys {
     /// Whether `key` is `prefix . service . suffix` with a non-empty service, for one of the
     /// configuration's suffixes (as Ganesha's own adapters match `/^prefix.+(suffixes)$/`).
     fn covers(&self, key: &[u8]) -> bool {
-        key.starts_with(&self.prefix)
-            && self.suffixes.iter().any(|suffix| key.len() > self.prefix.len() + suffix.len() && key.ends_with(suffix))
+        self.service_of(key).is_some()
+    }
+
+    /// The service name in `key`, when `key` is one of this configuration's keys.
+    fn service_of<'k>(&self, key: &'k [u8]) -> Option<&'k [u8]> {
+        let rest = key.strip_prefix(&self.prefix[..])?;
+        self.suffixes
+            .iter()
+            .find_map(|suffix| rest.strip_suffix(&suffix[..]).filter(|service| !service.is_empty()))
     }
 }
 
@@ -52,6 +66,8 @@ struct Configured {
     strategy: Strategy,
     interval_to_half_open: u64,
     storage_keys: StorageKeys,
+    /// For `snapshot()` and `metrics()`; `None` when the context does not give them.
+    thresholds: Option<Thresholds>,
 }
 
 impl Configured {
@@ -123,6 +139,13 @@ impl AbstractSlidingTimeWindowShm {
             Strategy::Rate(Window::new(long(configuration, "timeWindow")?, self.bucket_duration).map_err(window_error)?)
         };
         let interval_to_half_open = long(configuration, "intervalToHalfOpen")?.max(0) as u64;
+        let thresholds = match strategy {
+            Strategy::Rate(_) => optional_long(configuration, "failureRateThreshold")
+                .zip(optional_long(configuration, "minimumRequests"))
+                .map(|(failure_rate_threshold, minimum_requests)| Thresholds::Rate { failure_rate_threshold, minimum_requests }),
+            Strategy::Count => optional_long(configuration, "failureCountThreshold")
+                .map(|failure_count_threshold| Thresholds::Count { failure_count_threshold }),
+        };
         let keys = call(configuration, "storageKeys")?;
         let keys = keys.object().ok_or_else(|| not_a_context("storageKeys() did not return an object"))?;
         let suffix = |name: &str| string(keys, name);
@@ -130,7 +153,7 @@ impl AbstractSlidingTimeWindowShm {
             prefix: suffix("prefix")?,
             suffixes: [suffix("success")?, suffix("failure")?, suffix("rejection")?, suffix("lastFailureTime")?, suffix("status")?],
         };
-        self.configured = Some(Configured { strategy, interval_to_half_open, storage_keys });
+        self.configured = Some(Configured { strategy, interval_to_half_open, storage_keys, thresholds });
         Ok(())
     }
 
@@ -211,6 +234,78 @@ impl AbstractSlidingTimeWindowShm {
         let keys = &self.configuration()?.storage_keys;
         module::store()?.remove_matching(|key| keys.covers(key));
         Ok(())
+    }
+
+    /// Every service with data under this configuration's storage keys, by name: its figures
+    /// in the current window, its status, its last failure time and what Ganesha would do with
+    /// a request now (`state`: closed, open or half_open; `admits`). Read-only: unlike
+    /// `loadLastFailureTime()`, it never claims the half-open trial.
+    pub fn snapshot(&self) -> PhpResult<ZBox<ZendHashTable>> {
+        let mut services = ZendHashTable::new();
+        for view in self.views()? {
+            let figures = &view.figures;
+            let mut row = ZendHashTable::new();
+            let rate = Some(self.configuration()?).filter(|c| matches!(c.strategy, Strategy::Rate(_)));
+            let fields: [(&str, Zval); 10] = [
+                ("service", Binary::new(view.service.clone()).into_zval(false).map_err(php_error)?),
+                ("state", view.state.name().into_zval(false).map_err(php_error)?),
+                ("admits", view.state.admits().into_zval(false).map_err(php_error)?),
+                ("status", figures.status.into_zval(false).map_err(php_error)?),
+                ("tripped", (figures.status == circuit::STATUS_TRIPPED).into_zval(false).map_err(php_error)?),
+                ("failures", (figures.failures as i64).into_zval(false).map_err(php_error)?),
+                ("successes", rate.map(|_| figures.successes as i64).into_zval(false).map_err(php_error)?),
+                ("rejections", rate.map(|_| figures.rejections as i64).into_zval(false).map_err(php_error)?),
+                ("failure_rate", rate.and_then(|_| circuit::failure_rate(figures)).into_zval(false).map_err(php_error)?),
+                ("last_failure_time", figures.last_failure_time.into_zval(false).map_err(php_error)?),
+            ];
+            for (name, value) in fields {
+                row.insert(name, value).map_err(php_error)?;
+            }
+            let key = String::from_utf8_lossy(&view.service).into_owned();
+            services.insert(key.as_str(), row).map_err(php_error)?;
+        }
+        Ok(services)
+    }
+
+    /// The snapshot's figures and the store's, in the Prometheus text exposition format, for an
+    /// application's /metrics route.
+    pub fn metrics(&self) -> PhpResult<String> {
+        Ok(metrics::exposition(&self.views()?, &module::metric_figures()?))
+    }
+}
+
+impl AbstractSlidingTimeWindowShm {
+    /// Every service with data under this configuration's storage keys, sorted by name.
+    fn views(&self) -> PhpResult<Vec<ServiceView>> {
+        let (configured, now) = self.configured_now()?;
+        let thresholds = configured.thresholds.ok_or_else(|| {
+            exception("LogicException", "The context gave no thresholds: build the adapter with Ganesha's Builder.".into())
+        })?;
+        let store = module::store()?;
+        let keys = &configured.storage_keys;
+        let services: BTreeSet<Vec<u8>> = store.live_keys(now).iter().filter_map(|key| keys.service_of(key)).map(<[u8]>::to_vec).collect();
+        let [success, failure, rejection, _, status] = &keys.suffixes;
+        let key = |service: &[u8], suffix: &[u8]| [&keys.prefix[..], service, suffix].concat();
+        services
+            .into_iter()
+            .map(|service| {
+                let load = |suffix: &[u8]| match &configured.strategy {
+                    Strategy::Rate(window) => store.load(&key(&service, suffix), window, now),
+                    Strategy::Count => store.load_count(&key(&service, suffix), now),
+                };
+                let figures = Figures {
+                    failures: load(failure).map_err(storage_error)?,
+                    successes: load(success).map_err(storage_error)?,
+                    rejections: load(rejection).map_err(storage_error)?,
+                    // Ganesha keeps a sliding-window adapter's last failure time under the
+                    // failure key (see its `Storage::lastFailureKey()`).
+                    last_failure_time: store.peek_last_failure_time(&key(&service, failure), now).map_err(storage_error)?,
+                    status: store.load_status(&key(&service, status), now).map_err(storage_error)?.unwrap_or(STATUS_CALMED_DOWN),
+                };
+                let state = circuit::state(thresholds, &figures, configured.interval_to_half_open as i64, now as i64);
+                Ok(ServiceView { service, figures, state })
+            })
+            .collect()
     }
 }
 
@@ -314,6 +409,15 @@ fn not_a_context(why: &str) -> PhpException {
 
 fn call(object: &ZendObject, method: &str) -> PhpResult<Zval> {
     object.try_call_method(method, vec![]).map_err(|_| not_a_context(&format!("it has no method {method}()")))
+}
+
+/// An int from a method the object may not have.
+fn optional_long(object: &ZendObject, method: &str) -> Option<i64> {
+    object.try_call_method(method, vec![]).ok().and_then(|value| value.long())
+}
+
+fn php_error(error: ext_php_rs::error::Error) -> PhpException {
+    exception("RuntimeException", format!("ganesha_shm: {error}"))
 }
 
 fn long(object: &ZendObject, method: &str) -> PhpResult<i64> {

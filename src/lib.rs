@@ -6,10 +6,14 @@
 //! * [`table`]: the lock-free hash table from keys to slots;
 //! * [`window`]: bucket arithmetic and word encodings, pure;
 //! * [`store`]: Ganesha's storage operations over the tables;
+//! * [`circuit`]: what Ganesha would decide for a service, from its figures, pure;
+//! * [`metrics`]: the Prometheus text format, pure;
 //! * [`adapter`]: the PHP class;
 //! * [`module`]: INI settings, startup, phpinfo.
 
 mod adapter;
+mod circuit;
+mod metrics;
 mod module;
 mod segment;
 mod store;

@@ -109,8 +109,9 @@ pub fn max_services() -> u64 {
     SEGMENT.get().and_then(|s| s.as_ref().ok()).map_or(0, |s| s.layout().settings.max_services)
 }
 
-/// The figures shown by `ganesha_shm_info()` and `phpinfo()`, in order.
-fn figures(segment: &Segment) -> Vec<(&'static str, u64)> {
+/// The figures shown by `ganesha_shm_info()`, `phpinfo()` and the metrics, in order, with
+/// what each means.
+fn figures(segment: &Segment) -> Vec<(&'static str, u64, &'static str)> {
     let layout = segment.layout();
     let stats = segment.stats();
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
@@ -118,22 +119,33 @@ fn figures(segment: &Segment) -> Vec<(&'static str, u64)> {
     // Relaxed: statistics.
     let stat = |word: &std::sync::atomic::AtomicU64| word.load(std::sync::atomic::Ordering::Relaxed);
     vec![
-        ("segment_bytes", layout.segment_bytes() as u64),
-        ("layout_version", segment.layout_version()),
-        ("max_services", layout.settings.max_services),
-        ("max_key_length", layout.settings.max_key_length),
-        ("counter_slots", layout.counter_slots as u64),
-        ("counter_slot_bytes", layout.counter_slot_words as u64 * 8),
-        ("status_slots", layout.status_slots as u64),
-        ("status_slot_bytes", layout.status_slot_words as u64 * 8),
-        ("bytes_per_service", layout.bytes_per_service() as u64),
-        ("counter_slots_used", counters.live as u64),
-        ("status_slots_used", statuses.live as u64),
-        ("expired_slots", (counters.expired + statuses.expired) as u64),
-        ("claims", stat(stats.claims)),
-        ("reclaims", stat(stats.reclaims)),
-        ("full_errors", stat(stats.full_errors)),
+        ("segment_bytes", layout.segment_bytes() as u64, "Size of the shared-memory segment."),
+        ("layout_version", segment.layout_version(), "Version of the segment's layout."),
+        ("max_services", layout.settings.max_services, "Services the store has room for (ganesha_shm.max_services)."),
+        ("max_key_length", layout.settings.max_key_length, "Longest key in bytes (ganesha_shm.max_key_length)."),
+        ("counter_slots", layout.counter_slots as u64, "Counter slots: 3 per service."),
+        ("counter_slot_bytes", layout.counter_slot_words as u64 * 8, "Bytes of one counter slot."),
+        ("status_slots", layout.status_slots as u64, "Status slots: 1 per service."),
+        ("status_slot_bytes", layout.status_slot_words as u64 * 8, "Bytes of one status slot."),
+        ("bytes_per_service", layout.bytes_per_service() as u64, "Shared memory one service takes."),
+        ("counter_slots_used", counters.live as u64, "Counter slots holding unexpired data."),
+        ("status_slots_used", statuses.live as u64, "Status slots holding unexpired data."),
+        ("expired_slots", (counters.expired + statuses.expired) as u64, "Slots whose data has expired, free for new keys."),
+        ("claims", stat(stats.claims), "Slots given to new keys."),
+        ("reclaims", stat(stats.reclaims), "Slots given to new keys after their data expired."),
+        ("full_errors", stat(stats.full_errors), "New keys refused because the store was full."),
     ]
+}
+
+/// Names of the figures that only grow: `_total` counters in the metrics.
+const COUNTERS: [&str; 3] = ["claims", "reclaims", "full_errors"];
+
+/// The store's figures for the metrics: name (counters end in `_total`), value, help.
+pub fn metric_figures() -> PhpResult<Vec<(String, u64, &'static str)>> {
+    Ok(figures(segment()?)
+        .into_iter()
+        .map(|(name, value, help)| (if COUNTERS.contains(&name) { format!("{name}_total") } else { name.to_string() }, value, help))
+        .collect())
 }
 
 /// Figures of this process's shared-memory store: its size and layout, how many slots hold
@@ -145,7 +157,7 @@ pub fn ganesha_shm_info() -> PhpResult<ZBox<ZendHashTable>> {
     let failed = |e: ext_php_rs::error::Error| storage_exception(format!("ganesha_shm: {e}"));
     info.insert("version", env!("CARGO_PKG_VERSION")).map_err(failed)?;
     info.insert("segment", "anonymous").map_err(failed)?;
-    for (name, value) in figures(segment) {
+    for (name, value, _) in figures(segment) {
         info.insert(name, value.min(i64::MAX as u64) as i64).map_err(failed)?;
     }
     Ok(info)
@@ -159,7 +171,7 @@ pub extern "C" fn info(_module: *mut ModuleEntry) {
     match SEGMENT.get() {
         Some(Ok(segment)) => {
             info_table_row!("Segment", "anonymous (shared with the processes forked after startup)");
-            for (name, value) in figures(segment) {
+            for (name, value, _) in figures(segment) {
                 info_table_row!(name, value.to_string());
             }
         }

@@ -159,7 +159,6 @@ impl<'a> Store<'a> {
     }
 
     /// The last failure time of `key`, without changing anything.
-    #[cfg(test)]
     pub fn peek_last_failure_time(&self, key: &[u8], now: u64) -> Result<Option<i64>, StoreError> {
         self.load_timed(TableKind::Counters, key, [LAST_FAILURE_VALUE, LAST_FAILURE_EXPIRY], now)
     }
@@ -248,6 +247,13 @@ impl<'a> Store<'a> {
     /// Deletes every counter and status whose key satisfies `matches`; returns how many.
     pub fn remove_matching(&self, matches: impl Fn(&[u8]) -> bool) -> usize {
         self.counters.remove_matching(&matches) + self.statuses.remove_matching(&matches)
+    }
+
+    /// Every key holding data that may not all have expired at `now`, counters and statuses.
+    pub fn live_keys(&self, now: u64) -> Vec<Vec<u8>> {
+        let mut keys = self.counters.live_keys(now);
+        keys.extend(self.statuses.live_keys(now));
+        keys
     }
 
     pub fn usage(&self, now: u64) -> [Usage; 2] {

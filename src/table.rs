@@ -472,6 +472,18 @@ impl<'a> Table<'a> {
             .count()
     }
 
+    /// The keys of the LIVE slots whose data may not all have expired at `now`.
+    pub fn live_keys(&self, now: u64) -> Vec<Vec<u8>> {
+        (0..self.slots)
+            .filter_map(|index| {
+                let slot = self.slot(index);
+                // Acquire: the key read below is the published one.
+                let tag = Tag(slot.tag().load(Ordering::Acquire));
+                (tag.state() == State::Live && !tag.claimable(now)).then(|| slot.read_key(tag)).flatten()
+            })
+            .collect()
+    }
+
     /// How the slots are used at `now`.
     pub fn usage(&self, now: u64) -> Usage {
         let mut usage = Usage::default();

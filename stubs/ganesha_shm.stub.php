@@ -86,6 +86,24 @@ namespace Zeusi\GaneshaShmAdapter {
         public function loadStatus(string $service): int {}
 
         public function reset(): void {}
+
+        /**
+         * Every service with data under this configuration's storage keys, keyed by name, with
+         * what Ganesha would do with a request now. Read-only: never claims the half-open trial.
+         *
+         * @return array<string, array{service: string, state: 'closed'|'open'|'half_open',
+         *     admits: bool, status: int, tripped: bool, failures: int, successes: ?int,
+         *     rejections: ?int, failure_rate: ?float, last_failure_time: ?int}>
+         *     successes, rejections and failure_rate are null under the Count strategy
+         * @throws \LogicException before setContext(), or when the context gave no thresholds
+         */
+        public function snapshot(): array {}
+
+        /**
+         * The snapshot's figures and the store's, in the Prometheus text exposition format.
+         * @throws \LogicException as snapshot()
+         */
+        public function metrics(): string {}
     }
 }
 
