@@ -12,12 +12,12 @@ use std::collections::BTreeSet;
 use ext_php_rs::binary::Binary;
 use ext_php_rs::binary_slice::BinarySlice;
 use ext_php_rs::boxed::ZBox;
+use ext_php_rs::convert::FromZval;
 use ext_php_rs::convert::IntoZval;
 use ext_php_rs::exception::PhpException;
 use ext_php_rs::flags::ClassFlags;
-use ext_php_rs::prelude::*;
-use ext_php_rs::convert::FromZval;
 use ext_php_rs::flags::DataType;
+use ext_php_rs::prelude::*;
 use ext_php_rs::types::{ZendCallable, ZendHashTable, ZendObject, Zval};
 use ext_php_rs::zend::ClassEntry;
 
@@ -47,9 +47,7 @@ impl StorageKeys {
     /// The service name in `key`, when `key` is one of this configuration's keys.
     fn service_of<'k>(&self, key: &'k [u8]) -> Option<&'k [u8]> {
         let rest = key.strip_prefix(&self.prefix[..])?;
-        self.suffixes
-            .iter()
-            .find_map(|suffix| rest.strip_suffix(&suffix[..]).filter(|service| !service.is_empty()))
+        self.suffixes.iter().find_map(|suffix| rest.strip_suffix(&suffix[..]).filter(|service| !service.is_empty()))
     }
 }
 
@@ -132,7 +130,8 @@ impl AbstractSlidingTimeWindowShm {
     pub fn set_context(&mut self, context: &mut ZendObject) -> PhpResult<()> {
         let strategy = string(context, "strategy")?;
         let configuration = call(context, "configuration")?;
-        let configuration = configuration.object().ok_or_else(|| not_a_context("configuration() did not return an object"))?;
+        let configuration =
+            configuration.object().ok_or_else(|| not_a_context("configuration() did not return an object"))?;
         let strategy = if strategy == COUNT_STRATEGY.as_bytes() {
             Strategy::Count
         } else {
@@ -142,7 +141,10 @@ impl AbstractSlidingTimeWindowShm {
         let thresholds = match strategy {
             Strategy::Rate(_) => optional_long(configuration, "failureRateThreshold")
                 .zip(optional_long(configuration, "minimumRequests"))
-                .map(|(failure_rate_threshold, minimum_requests)| Thresholds::Rate { failure_rate_threshold, minimum_requests }),
+                .map(|(failure_rate_threshold, minimum_requests)| Thresholds::Rate {
+                    failure_rate_threshold,
+                    minimum_requests,
+                }),
             Strategy::Count => optional_long(configuration, "failureCountThreshold")
                 .map(|failure_count_threshold| Thresholds::Count { failure_count_threshold }),
         };
@@ -151,7 +153,13 @@ impl AbstractSlidingTimeWindowShm {
         let suffix = |name: &str| string(keys, name);
         let storage_keys = StorageKeys {
             prefix: suffix("prefix")?,
-            suffixes: [suffix("success")?, suffix("failure")?, suffix("rejection")?, suffix("lastFailureTime")?, suffix("status")?],
+            suffixes: [
+                suffix("success")?,
+                suffix("failure")?,
+                suffix("rejection")?,
+                suffix("lastFailureTime")?,
+                suffix("status")?,
+            ],
         };
         self.configured = Some(Configured { strategy, interval_to_half_open, storage_keys, thresholds });
         Ok(())
@@ -255,7 +263,10 @@ impl AbstractSlidingTimeWindowShm {
                 ("failures", (figures.failures as i64).into_zval(false).map_err(php_error)?),
                 ("successes", rate.map(|_| figures.successes as i64).into_zval(false).map_err(php_error)?),
                 ("rejections", rate.map(|_| figures.rejections as i64).into_zval(false).map_err(php_error)?),
-                ("failure_rate", rate.and_then(|_| circuit::failure_rate(figures)).into_zval(false).map_err(php_error)?),
+                (
+                    "failure_rate",
+                    rate.and_then(|_| circuit::failure_rate(figures)).into_zval(false).map_err(php_error)?,
+                ),
                 ("last_failure_time", figures.last_failure_time.into_zval(false).map_err(php_error)?),
             ];
             for (name, value) in fields {
@@ -279,11 +290,15 @@ impl AbstractSlidingTimeWindowShm {
     fn views(&self) -> PhpResult<Vec<ServiceView>> {
         let (configured, now) = self.configured_now()?;
         let thresholds = configured.thresholds.ok_or_else(|| {
-            exception("LogicException", "The context gave no thresholds: build the adapter with Ganesha's Builder.".into())
+            exception(
+                "LogicException",
+                "The context gave no thresholds: build the adapter with Ganesha's Builder.".into(),
+            )
         })?;
         let store = module::store()?;
         let keys = &configured.storage_keys;
-        let services: BTreeSet<Vec<u8>> = store.live_keys(now).iter().filter_map(|key| keys.service_of(key)).map(<[u8]>::to_vec).collect();
+        let services: BTreeSet<Vec<u8>> =
+            store.live_keys(now).iter().filter_map(|key| keys.service_of(key)).map(<[u8]>::to_vec).collect();
         let [success, failure, rejection, _, status] = &keys.suffixes;
         let key = |service: &[u8], suffix: &[u8]| [&keys.prefix[..], service, suffix].concat();
         services
@@ -299,8 +314,13 @@ impl AbstractSlidingTimeWindowShm {
                     rejections: load(rejection).map_err(storage_error)?,
                     // Ganesha keeps a sliding-window adapter's last failure time under the
                     // failure key (see its `Storage::lastFailureKey()`).
-                    last_failure_time: store.peek_last_failure_time(&key(&service, failure), now).map_err(storage_error)?,
-                    status: store.load_status(&key(&service, status), now).map_err(storage_error)?.unwrap_or(STATUS_CALMED_DOWN),
+                    last_failure_time: store
+                        .peek_last_failure_time(&key(&service, failure), now)
+                        .map_err(storage_error)?,
+                    status: store
+                        .load_status(&key(&service, status), now)
+                        .map_err(storage_error)?
+                        .unwrap_or(STATUS_CALMED_DOWN),
                 };
                 let state = circuit::state(thresholds, &figures, configured.interval_to_half_open as i64, now as i64);
                 Ok(ServiceView { service, figures, state })
@@ -317,7 +337,8 @@ impl AbstractSlidingTimeWindowShm {
         self.configured.as_ref().ok_or_else(|| {
             exception(
                 "LogicException",
-                "The adapter has no configuration yet: pass it to Ganesha's Builder, whose build() calls setContext().".into(),
+                "The adapter has no configuration yet: pass it to Ganesha's Builder, whose build() calls setContext()."
+                    .into(),
             )
         })
     }
@@ -330,7 +351,8 @@ impl AbstractSlidingTimeWindowShm {
             None => now(),
             Some(Clock(callable)) => {
                 let time = ZendCallable::new(callable).and_then(|c| c.try_call(vec![])).ok().and_then(|t| t.long());
-                let time = time.ok_or_else(|| exception("UnexpectedValueException", "The clock did not return an int.".into()))?;
+                let time = time
+                    .ok_or_else(|| exception("UnexpectedValueException", "The clock did not return an int.".into()))?;
                 time.max(0) as u64
             }
         };
@@ -344,7 +366,9 @@ impl AbstractSlidingTimeWindowShm {
             Strategy::Count => Ok(now),
             Strategy::Rate(_) => Err(exception(
                 "LogicException",
-                format!("{method}() is a Count strategy call; with the Rate strategy the adapter counts in time buckets."),
+                format!(
+                    "{method}() is a Count strategy call; with the Rate strategy the adapter counts in time buckets."
+                ),
             )),
         }
     }
@@ -387,7 +411,9 @@ fn storage_error(StoreError { table, error }: StoreError) -> PhpException {
                 module::max_services()
             )
         }
-        TableError::Contended => "ganesha_shm: too many processes raced to create the same key at once; try again".into(),
+        TableError::Contended => {
+            "ganesha_shm: too many processes raced to create the same key at once; try again".into()
+        }
     };
     storage_exception(message)
 }
@@ -439,7 +465,8 @@ mod tests {
     fn default_keys() -> StorageKeys {
         StorageKeys {
             prefix: b"ganesha_".to_vec(),
-            suffixes: ["_success", "_failure", "_rejection", "_last_failure_time", "_status"].map(|s| s.as_bytes().to_vec()),
+            suffixes: ["_success", "_failure", "_rejection", "_last_failure_time", "_status"]
+                .map(|s| s.as_bytes().to_vec()),
         }
     }
 
@@ -457,7 +484,10 @@ mod tests {
 
     #[test]
     fn reset_takes_metacharacters_literally() {
-        let keys = StorageKeys { prefix: b".*(".to_vec(), suffixes: ["$", "|", "[", "\\", "\0"].map(|s| s.as_bytes().to_vec()) };
+        let keys = StorageKeys {
+            prefix: b".*(".to_vec(),
+            suffixes: ["$", "|", "[", "\\", "\0"].map(|s| s.as_bytes().to_vec()),
+        };
         assert!(keys.covers(b".*(a$"));
         assert!(keys.covers(b".*(a\0"));
         assert!(!keys.covers(b"x*(a$"));

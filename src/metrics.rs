@@ -34,28 +34,52 @@ pub fn exposition(services: &[ServiceView], store: &[(String, u64, &str)]) -> St
             }
         }
     };
-    family(&mut out, "ganesha_shm_requests", "gauge", "Requests of a service in its current time window, by outcome (Count strategy: the failure counter).");
+    family(
+        &mut out,
+        "ganesha_shm_requests",
+        "gauge",
+        "Requests of a service in its current time window, by outcome (Count strategy: the failure counter).",
+    );
     for view in services {
         let service = label(&view.service);
-        for (outcome, count) in [("failure", view.figures.failures), ("success", view.figures.successes), ("rejection", view.figures.rejections)] {
+        for (outcome, count) in [
+            ("failure", view.figures.failures),
+            ("success", view.figures.successes),
+            ("rejection", view.figures.rejections),
+        ] {
             let _ = writeln!(out, "ganesha_shm_requests{{service=\"{service}\",outcome=\"{outcome}\"}} {count}");
         }
     }
-    per_service(&mut out, "ganesha_shm_failure_rate_percent", "Failures in percent of failures and successes in the current time window.", &|v| {
-        failure_rate(&v.figures).map(|rate| format!("{rate}"))
-    });
-    per_service(&mut out, "ganesha_shm_circuit_open", "1 when the circuit rejects requests now (0 when closed or a half-open trial is due).", &|v| {
-        Some(u8::from(!v.state.admits()).to_string())
-    });
-    per_service(&mut out, "ganesha_shm_circuit_half_open", "1 when the next request would be the half-open trial.", &|v| {
-        Some(u8::from(v.state == State::HalfOpen).to_string())
-    });
-    per_service(&mut out, "ganesha_shm_tripped", "1 when Ganesha's status is tripped (set when the circuit opened, cleared when it calmed down).", &|v| {
-        Some(u8::from(v.figures.status == STATUS_TRIPPED).to_string())
-    });
-    per_service(&mut out, "ganesha_shm_last_failure_timestamp_seconds", "Time of the last failure, while it is kept.", &|v| {
-        v.figures.last_failure_time.map(|t| t.to_string())
-    });
+    per_service(
+        &mut out,
+        "ganesha_shm_failure_rate_percent",
+        "Failures in percent of failures and successes in the current time window.",
+        &|v| failure_rate(&v.figures).map(|rate| format!("{rate}")),
+    );
+    per_service(
+        &mut out,
+        "ganesha_shm_circuit_open",
+        "1 when the circuit rejects requests now (0 when closed or a half-open trial is due).",
+        &|v| Some(u8::from(!v.state.admits()).to_string()),
+    );
+    per_service(
+        &mut out,
+        "ganesha_shm_circuit_half_open",
+        "1 when the next request would be the half-open trial.",
+        &|v| Some(u8::from(v.state == State::HalfOpen).to_string()),
+    );
+    per_service(
+        &mut out,
+        "ganesha_shm_tripped",
+        "1 when Ganesha's status is tripped (set when the circuit opened, cleared when it calmed down).",
+        &|v| Some(u8::from(v.figures.status == STATUS_TRIPPED).to_string()),
+    );
+    per_service(
+        &mut out,
+        "ganesha_shm_last_failure_timestamp_seconds",
+        "Time of the last failure, while it is kept.",
+        &|v| v.figures.last_failure_time.map(|t| t.to_string()),
+    );
     for (name, value, help) in store {
         let kind = if name.ends_with("_total") { "counter" } else { "gauge" };
         family(&mut out, &format!("ganesha_shm_{name}"), kind, help);
@@ -72,10 +96,17 @@ mod tests {
     fn services_become_labelled_samples() {
         let view = ServiceView {
             service: b"pay\"ments\\\n\xff".to_vec(),
-            figures: Figures { failures: 3, successes: 1, rejections: 7, last_failure_time: Some(1_800_000_000), status: 2 },
+            figures: Figures {
+                failures: 3,
+                successes: 1,
+                rejections: 7,
+                last_failure_time: Some(1_800_000_000),
+                status: 2,
+            },
             state: State::Open,
         };
-        let text = exposition(&[view], &[("claims_total".into(), 4, "Claims."), ("segment_bytes".into(), 128, "Size.")]);
+        let text =
+            exposition(&[view], &[("claims_total".into(), 4, "Claims."), ("segment_bytes".into(), 128, "Size.")]);
         let service = r#"service="pay\"ments\\\n�""#;
         assert!(text.contains(&format!("ganesha_shm_requests{{{service},outcome=\"failure\"}} 3\n")), "{text}");
         assert!(text.contains(&format!("ganesha_shm_requests{{{service},outcome=\"rejection\"}} 7\n")));
@@ -89,7 +120,11 @@ mod tests {
 
     #[test]
     fn a_service_without_requests_has_no_failure_rate_sample() {
-        let view = ServiceView { service: b"idle".to_vec(), figures: Figures { status: 1, ..Figures::default() }, state: State::Closed };
+        let view = ServiceView {
+            service: b"idle".to_vec(),
+            figures: Figures { status: 1, ..Figures::default() },
+            state: State::Closed,
+        };
         let text = exposition(&[view], &[]);
         assert!(!text.contains("ganesha_shm_failure_rate_percent{"));
         assert!(text.contains("ganesha_shm_circuit_open{service=\"idle\"} 0\n"));

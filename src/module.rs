@@ -3,10 +3,10 @@
 use std::collections::HashMap;
 use std::ffi::CString;
 
+use ext_php_rs::boxed::ZBox;
 use ext_php_rs::exception::PhpException;
 use ext_php_rs::flags::IniEntryPermission;
 use ext_php_rs::prelude::*;
-use ext_php_rs::boxed::ZBox;
 use ext_php_rs::types::ZendHashTable;
 use ext_php_rs::zend::{ExecutorGlobals, IniEntryDef, IniEntryDefs, ModuleEntry};
 use ext_php_rs::{info_table_end, info_table_header, info_table_row, info_table_start};
@@ -52,7 +52,10 @@ pub fn startup(_ty: i32, module_number: i32) -> i32 {
         max_key_length: setting(&ini, INI_MAX_KEY_LENGTH, DEFAULT_MAX_KEY_LENGTH, Settings::MAX_KEY_LENGTH_RANGE),
     };
     let segment = Segment::create_anonymous(settings).map_err(|e| {
-        let reason = format!("cannot create a shared memory segment of {} bytes: {e}", crate::segment::Layout::new(settings).segment_bytes());
+        let reason = format!(
+            "cannot create a shared memory segment of {} bytes: {e}",
+            crate::segment::Layout::new(settings).segment_bytes()
+        );
         warn(&reason);
         reason
     });
@@ -130,7 +133,11 @@ fn figures(segment: &Segment) -> Vec<(&'static str, u64, &'static str)> {
         ("bytes_per_service", layout.bytes_per_service() as u64, "Shared memory one service takes."),
         ("counter_slots_used", counters.live as u64, "Counter slots holding unexpired data."),
         ("status_slots_used", statuses.live as u64, "Status slots holding unexpired data."),
-        ("expired_slots", (counters.expired + statuses.expired) as u64, "Slots whose data has expired, free for new keys."),
+        (
+            "expired_slots",
+            (counters.expired + statuses.expired) as u64,
+            "Slots whose data has expired, free for new keys.",
+        ),
         ("claims", stat(stats.claims), "Slots given to new keys."),
         ("reclaims", stat(stats.reclaims), "Slots given to new keys after their data expired."),
         ("full_errors", stat(stats.full_errors), "New keys refused because the store was full."),
@@ -144,7 +151,9 @@ const COUNTERS: [&str; 3] = ["claims", "reclaims", "full_errors"];
 pub fn metric_figures() -> PhpResult<Vec<(String, u64, &'static str)>> {
     Ok(figures(segment()?)
         .into_iter()
-        .map(|(name, value, help)| (if COUNTERS.contains(&name) { format!("{name}_total") } else { name.to_string() }, value, help))
+        .map(|(name, value, help)| {
+            (if COUNTERS.contains(&name) { format!("{name}_total") } else { name.to_string() }, value, help)
+        })
         .collect())
 }
 

@@ -224,9 +224,7 @@ fn anonymous_file() -> io::Result<File> {
 
 #[cfg(not(target_os = "linux"))]
 fn anonymous_file() -> io::Result<File> {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.subsec_nanos());
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
     let path = std::env::temp_dir().join(format!("ganesha_shm.{}.{nanos}", std::process::id()));
     let file = std::fs::OpenOptions::new().read(true).write(true).create_new(true).open(&path)?;
     std::fs::remove_file(&path)?;

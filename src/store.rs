@@ -142,7 +142,13 @@ impl<'a> Store<'a> {
     /// Changes the Count strategy's counter of `key` to `change(current)` in one
     /// compare-and-swap, and keeps it [`COUNT_TTL`] from now. `create`: false leaves a missing
     /// key missing (a decrement of nothing).
-    pub fn change_count(&self, key: &[u8], now: u64, create: bool, change: impl Fn(u64) -> u64) -> Result<(), StoreError> {
+    pub fn change_count(
+        &self,
+        key: &[u8],
+        now: u64,
+        create: bool,
+        change: impl Fn(u64) -> u64,
+    ) -> Result<(), StoreError> {
         let expires_at = now.saturating_add(COUNT_TTL);
         self.write(TableKind::Counters, key, now, COUNT_TTL, create, |entry| {
             update_word(&entry.payload()[COUNT], entry, |word| {
@@ -178,7 +184,11 @@ impl<'a> Store<'a> {
         let now_value = now.min(timed::MAX_VALUE as u64) as i64;
         let latest_refused = now_value.saturating_add(1).saturating_sub(interval.min(i64::MAX as u64) as i64);
         for _ in 0..MAX_ATTEMPTS {
-            let Some(entry) = self.counters.find_and_keep(key, now, now.saturating_add(ttl)).map_err(|error| StoreError { table: TableKind::Counters, error })? else {
+            let Some(entry) = self
+                .counters
+                .find_and_keep(key, now, now.saturating_add(ttl))
+                .map_err(|error| StoreError { table: TableKind::Counters, error })?
+            else {
                 return Ok(None);
             };
             let generation = entry.generation_byte();
@@ -199,7 +209,12 @@ impl<'a> Store<'a> {
             // AcqRel: the claim is the value other callers must see; Relaxed on failure:
             // someone else changed the time first, so look again.
             if payload[value_at]
-                .compare_exchange(value, timed::encode_value(generation, now_value), Ordering::AcqRel, Ordering::Relaxed)
+                .compare_exchange(
+                    value,
+                    timed::encode_value(generation, now_value),
+                    Ordering::AcqRel,
+                    Ordering::Relaxed,
+                )
                 .is_ok()
             {
                 // The trial restarts the interval: keep the time as long as a saved one.
@@ -219,7 +234,15 @@ impl<'a> Store<'a> {
         self.load_timed(TableKind::Statuses, key, [STATUS_VALUE, STATUS_EXPIRY], now)
     }
 
-    fn save_timed(&self, kind: TableKind, key: &[u8], [value_at, expiry_at]: [usize; 2], value: i64, now: u64, ttl: u64) -> Result<(), StoreError> {
+    fn save_timed(
+        &self,
+        kind: TableKind,
+        key: &[u8],
+        [value_at, expiry_at]: [usize; 2],
+        value: i64,
+        now: u64,
+        ttl: u64,
+    ) -> Result<(), StoreError> {
         self.write(kind, key, now, ttl, true, |entry| {
             let generation = entry.generation_byte();
             let payload = entry.payload();
@@ -230,7 +253,13 @@ impl<'a> Store<'a> {
         })
     }
 
-    fn load_timed(&self, kind: TableKind, key: &[u8], [value_at, expiry_at]: [usize; 2], now: u64) -> Result<Option<i64>, StoreError> {
+    fn load_timed(
+        &self,
+        kind: TableKind,
+        key: &[u8],
+        [value_at, expiry_at]: [usize; 2],
+        now: u64,
+    ) -> Result<Option<i64>, StoreError> {
         let Some(entry) = self.find(kind, key)? else {
             return Ok(None);
         };

@@ -205,7 +205,8 @@ impl<'a> Slot<'a> {
     fn read_key(&self, tag: Tag) -> Option<Vec<u8>> {
         // Relaxed loads validated by the fence and the tag read, as in `holds`.
         let length = (self.ident().load(Ordering::Relaxed) as u32 as usize).min(self.key_words().len() * 8);
-        let mut bytes: Vec<u8> = self.key_words().iter().flat_map(|w| w.load(Ordering::Relaxed).to_le_bytes()).collect();
+        let mut bytes: Vec<u8> =
+            self.key_words().iter().flat_map(|w| w.load(Ordering::Relaxed).to_le_bytes()).collect();
         fence(Ordering::Acquire);
         if self.tag().load(Ordering::Relaxed) != tag.0 {
             return None;
@@ -266,7 +267,14 @@ pub struct Table<'a> {
 
 impl<'a> Table<'a> {
     /// A table over `words`, which must hold exactly `slots` slots of the given sizes.
-    pub fn new(words: &'a [AtomicU64], slots: usize, payload_words: usize, max_key_length: usize, seed: u64, stats: Stats<'a>) -> Self {
+    pub fn new(
+        words: &'a [AtomicU64],
+        slots: usize,
+        payload_words: usize,
+        max_key_length: usize,
+        seed: u64,
+        stats: Stats<'a>,
+    ) -> Self {
         let key_words = key_words(max_key_length);
         let slot_words = slot_words(payload_words, key_words);
         assert_eq!(words.len(), slots * slot_words, "table words do not match its layout");
@@ -593,7 +601,10 @@ mod tests {
         let table = fixture.table();
         assert!(table.find_or_insert(&[1u8; 16], 0, 1).is_ok());
         assert_eq!(table.find(&[1u8; 17]).err(), Some(TableError::KeyTooLong { length: 17, max: 16 }));
-        assert_eq!(table.find_or_insert(&vec![0u8; 100_000], 0, 1).err(), Some(TableError::KeyTooLong { length: 100_000, max: 16 }));
+        assert_eq!(
+            table.find_or_insert(&vec![0u8; 100_000], 0, 1).err(),
+            Some(TableError::KeyTooLong { length: 100_000, max: 16 })
+        );
     }
 
     #[test]
@@ -616,7 +627,11 @@ mod tests {
         let table = fixture.table();
         table.find_or_insert(b"old", 100, 110).unwrap();
         table.find_or_insert(b"kept", 100, 500).unwrap();
-        assert_eq!(table.find_or_insert(b"new", 110, 120).err(), Some(TableError::Full { slots: 2 }), "not expired at 110");
+        assert_eq!(
+            table.find_or_insert(b"new", 110, 120).err(),
+            Some(TableError::Full { slots: 2 }),
+            "not expired at 110"
+        );
         assert_eq!(table.usage(111), Usage { live: 1, expired: 1, claiming: 0 });
         table.find_or_insert(b"new", 111, 120).unwrap();
         assert!(table.find(b"old").unwrap().is_none());
@@ -703,7 +718,10 @@ mod tests {
         threads.into_iter().for_each(|t| t.join().unwrap());
         let table = fixture.table();
         let total: u64 = (0..48)
-            .map(|i| table.find(format!("key-{i}").as_bytes()).unwrap().unwrap().payload()[0].load(Ordering::Relaxed) & ((1 << 56) - 1))
+            .map(|i| {
+                table.find(format!("key-{i}").as_bytes()).unwrap().unwrap().payload()[0].load(Ordering::Relaxed)
+                    & ((1 << 56) - 1)
+            })
             .sum();
         assert_eq!(total, 8_000);
         assert_eq!(table.usage(0).live, 48, "one slot per key");
