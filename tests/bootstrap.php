@@ -8,6 +8,9 @@ declare(strict_types=1);
  *  - ganesha: the extension behind the real Ganesha circuit breaker, skipped when Ganesha is
  *             not loadable (`composer install`, or GANESHA_DIR=<exported ackintosh/ganesha>).
  *
+ * Ganesha's time() is replaced, before any of Ganesha's code runs, by the tests' VirtualClock
+ * (tests/Support/VirtualClock.php): the system's time() until a test freezes it.
+ *
  * Run: php -d extension=/abs/path/target/release/libganesha_shm.so /path/to/phpunit
  * Child processes some tests start load the extension from GANESHA_SHM_EXT, else from the
  * shared object this process mapped, else from target/release/libganesha_shm.so.
@@ -16,6 +19,7 @@ declare(strict_types=1);
 use Zeusi\GaneshaShmAdapter\Tests\Support\Autoload;
 use Zeusi\GaneshaShmAdapter\Tests\Support\Php;
 
+require_once __DIR__ . '/Support/virtual_clock_functions.php';
 require_once __DIR__ . '/Support/Autoload.php';
 
 $ganeshaMissing = Autoload::register();

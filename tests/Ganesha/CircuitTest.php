@@ -12,10 +12,11 @@ use Ackintosh\Ganesha\Storage\AdapterInterface;
 use Ackintosh\Ganesha\Storage\StorageKeys;
 use Zeusi\GaneshaShmAdapter\AbstractSlidingTimeWindowShm;
 use Zeusi\GaneshaShmAdapter\SlidingTimeWindowShm;
-use Zeusi\GaneshaShmAdapter\Tests\Support\Php;
+use Zeusi\GaneshaShmAdapter\Tests\Support\Forks;
 
 /**
- * The adapter behind Ganesha's Builder::withRateStrategy(), without waiting for time to pass.
+ * The adapter behind Ganesha's Builder::withRateStrategy() (and accepted by withCountStrategy(),
+ * see CountStrategyTest), without waiting for time to pass.
  */
 final class CircuitTest extends GaneshaTestCase
 {
@@ -32,14 +33,26 @@ final class CircuitTest extends GaneshaTestCase
         self::assertSame(Ganesha\Context::STRATEGY_RATE_SLIDING_TIME_WINDOW, $context->strategy());
     }
 
-    public function testTheCountStrategyIsRefused(): void
+    public function testTheCountStrategyIsAccepted(): void
     {
-        $this->expectException(\InvalidArgumentException::class);
-        Builder::withCountStrategy()
-            ->adapter(new SlidingTimeWindowShm())
+        $adapter = new SlidingTimeWindowShm();
+        self::assertTrue($adapter->supportCountStrategy());
+        $context = new Ganesha\Context(Ganesha\Strategy\Count::class, $adapter, new Ganesha\Configuration([]));
+        self::assertSame(Ganesha\Context::STRATEGY_COUNT, $context->strategy());
+
+        $ganesha = Builder::withCountStrategy()
+            ->adapter($adapter)
             ->failureCountThreshold(3)
             ->intervalToHalfOpen(10)
             ->build();
+        $service = self::service();
+        $ganesha->failure($service);
+        $ganesha->failure($service);
+
+        self::assertSame(2, $adapter->load("ganesha_{$service}_failure"));
+        $adapter->save("ganesha_{$service}_failure", 7);
+        $adapter->decrement("ganesha_{$service}_failure");
+        self::assertSame(6, $adapter->load("ganesha_{$service}_failure"), 'save() and decrement() work under the Count strategy');
     }
 
     public function testCountsThroughGaneshaAreExact(): void
@@ -79,32 +92,19 @@ final class CircuitTest extends GaneshaTestCase
         $ganesha = $this->ganesha(timeWindow: 60, failureRateThreshold: 100, minimumRequests: 100_000, adapter: $adapter);
         $service = self::service();
 
-        $start = \microtime(true) + 0.2;
-        $pids = [];
-        for ($child = 0; $child < 4; ++$child) {
-            $pid = \pcntl_fork();
-            self::assertNotSame(-1, $pid, 'pcntl_fork() failed');
-            if ($pid === 0) {
-                while (\microtime(true) < $start) {
-                    \usleep(500);
+        $statuses = Forks::run(4, function () use ($ganesha, $service): int {
+            $status = 0;
+            for ($i = 0; $i < 250; ++$i) {
+                if (!$ganesha->isAvailable($service)) {
+                    $status = 1;
                 }
-                $status = 0;
-                for ($i = 0; $i < 250; ++$i) {
-                    if (!$ganesha->isAvailable($service)) {
-                        $status = 1;
-                    }
-                    $ganesha->failure($service);
-                    $ganesha->success($service);
-                }
-                Php::endForkedChild($this->events === [] ? $status : 2);
+                $ganesha->failure($service);
+                $ganesha->success($service);
             }
-            $pids[] = $pid;
-        }
-        foreach ($pids as $i => $pid) {
-            \pcntl_waitpid($pid, $status);
-            self::assertTrue(\pcntl_wifexited($status), "child {$i} exited");
-            self::assertSame(0, \pcntl_wexitstatus($status), "child {$i} exit status");
-        }
+
+            return $this->events === [] ? $status : 2;
+        });
+        self::assertSame([0, 0, 0, 0], $statuses, 'exit statuses: 1 = rejected or exception, 2 = Ganesha notified an event');
 
         self::assertSame(1000, $adapter->load("ganesha_{$service}_failure"));
         self::assertSame(1000, $adapter->load("ganesha_{$service}_success"));

@@ -9,11 +9,13 @@ use Ackintosh\Ganesha\Builder;
 use PHPUnit\Framework\TestCase;
 use Zeusi\GaneshaShmAdapter\SlidingTimeWindowShm;
 use Zeusi\GaneshaShmAdapter\Tests\Support\Autoload;
+use Zeusi\GaneshaShmAdapter\Tests\Support\Forks;
 use Zeusi\GaneshaShmAdapter\Tests\Support\Unique;
+use Zeusi\GaneshaShmAdapter\Tests\Support\VirtualClock;
 
 /**
  * Base of the tests of the extension behind the real Ganesha: skipped when Ganesha is not
- * loadable. Every test works on services of its own.
+ * loadable. Every test works on services of its own. The VirtualClock is reset after each test.
  */
 abstract class GaneshaTestCase extends TestCase
 {
@@ -29,9 +31,14 @@ abstract class GaneshaTestCase extends TestCase
         $this->events = [];
     }
 
+    protected function tearDown(): void
+    {
+        VirtualClock::reset();
+    }
+
     /**
-     * A Ganesha of the Rate strategy over a new SlidingTimeWindowShm, whose events land in
-     * $this->events.
+     * A Ganesha of the Rate strategy over a new SlidingTimeWindowShm (on the system clock), whose
+     * events land in $this->events.
      */
     protected function ganesha(
         int $timeWindow,
@@ -47,11 +54,38 @@ abstract class GaneshaTestCase extends TestCase
             ->minimumRequests($minimumRequests)
             ->intervalToHalfOpen($intervalToHalfOpen)
             ->build();
-        $ganesha->subscribe(function (string $event, string $service, string $message): void {
-            $this->events[] = [$event, $service, $message];
-        });
 
-        return $ganesha;
+        return $this->subscribed($ganesha);
+    }
+
+    /**
+     * A Ganesha of the Count strategy over a new SlidingTimeWindowShm (on the system clock),
+     * whose events land in $this->events.
+     */
+    protected function countGanesha(
+        int $failureCountThreshold,
+        int $intervalToHalfOpen = 600,
+        ?SlidingTimeWindowShm $adapter = null,
+    ): Ganesha {
+        $ganesha = Builder::withCountStrategy()
+            ->adapter($adapter ?? new SlidingTimeWindowShm())
+            ->failureCountThreshold($failureCountThreshold)
+            ->intervalToHalfOpen($intervalToHalfOpen)
+            ->build();
+
+        return $this->subscribed($ganesha);
+    }
+
+    /**
+     * An adapter on the VirtualClock, which Ganesha's strategies read too: the clock stops at
+     * $time, and tests move it with VirtualClock::sleep().
+     */
+    protected static function virtualAdapter(int $time, ?int $bucketDuration = null): SlidingTimeWindowShm
+    {
+        self::assertTrue(VirtualClock::isInstalledInGanesha(), 'tests/bootstrap.php installs the VirtualClock in Ganesha');
+        VirtualClock::freeze($time);
+
+        return new SlidingTimeWindowShm($bucketDuration, VirtualClock::callable());
     }
 
     protected static function service(string $stem = 'svc'): string
@@ -70,5 +104,37 @@ abstract class GaneshaTestCase extends TestCase
         }
 
         return $events;
+    }
+
+    /**
+     * Forks $children processes that all call $ganesha->isAvailable($service) once, at the same
+     * instant, and returns how many were let through. Fails if a child failed, or if Ganesha
+     * notified any event in a child.
+     */
+    protected function admittedAtOnce(Ganesha $ganesha, string $service, int $children): int
+    {
+        $events = \count($this->events);
+        $statuses = Forks::run($children, function () use ($ganesha, $service, $events): int {
+            $available = $ganesha->isAvailable($service);
+
+            return \count($this->events) !== $events ? 2 : ($available ? 10 : 11);
+        });
+
+        $admitted = 0;
+        foreach ($statuses as $child => $status) {
+            self::assertContains($status, [10, 11], "child {$child}: -1 = killed, 1 = exception, 2 = Ganesha notified an event");
+            $admitted += $status === 10 ? 1 : 0;
+        }
+
+        return $admitted;
+    }
+
+    private function subscribed(Ganesha $ganesha): Ganesha
+    {
+        $ganesha->subscribe(function (string $event, string $service, string $message): void {
+            $this->events[] = [$event, $service, $message];
+        });
+
+        return $ganesha;
     }
 }

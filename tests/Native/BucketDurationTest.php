@@ -22,6 +22,7 @@ final class BucketDurationTest extends TestCase
         self::assertSame(120, AbstractSlidingTimeWindowShm::MAX_BUCKETS);
         self::assertSame(60, AbstractSlidingTimeWindowShm::DEFAULT_BUCKETS);
         self::assertSame(86400, AbstractSlidingTimeWindowShm::STATUS_TTL);
+        self::assertSame(86400, AbstractSlidingTimeWindowShm::COUNT_TTL);
     }
 
     public function testTheClassIsAbstract(): void

@@ -5,28 +5,35 @@ declare(strict_types=1);
 namespace Zeusi\GaneshaShmAdapter\Tests\Native;
 
 use PHPUnit\Framework\TestCase;
+use Zeusi\GaneshaShmAdapter\Tests\Support\FakeConfiguration;
 use Zeusi\GaneshaShmAdapter\Tests\Support\FakeContext;
+use Zeusi\GaneshaShmAdapter\Tests\Support\FakeStorageKeys;
 use Zeusi\GaneshaShmAdapter\Tests\Support\TestAdapter;
 use Zeusi\GaneshaShmAdapter\Tests\Support\Unique;
 
 /**
  * What the adapter supports, and what it refuses: the Count strategy's save() and
- * decrement(), and any use of the store before setContext().
+ * decrement() under the Rate strategy, any use of the store before setContext(), and contexts
+ * that are not Ganesha's.
  */
 final class ContractTest extends TestCase
 {
-    public function testSupportsTheRateStrategyOnly(): void
+    public function testSupportsTheRateAndTheCountStrategies(): void
     {
         $adapter = new TestAdapter();
         self::assertTrue($adapter->supportRateStrategy());
-        self::assertFalse($adapter->supportCountStrategy());
+        self::assertTrue($adapter->supportCountStrategy());
 
         $adapter->setContext(FakeContext::make(60));
         self::assertTrue($adapter->supportRateStrategy());
-        self::assertFalse($adapter->supportCountStrategy());
+        self::assertTrue($adapter->supportCountStrategy());
+
+        $adapter->setContext(FakeContext::count());
+        self::assertTrue($adapter->supportRateStrategy());
+        self::assertTrue($adapter->supportCountStrategy());
     }
 
-    public function testSaveIsRefused(): void
+    public function testSaveIsRefusedUnderTheRateStrategy(): void
     {
         $adapter = TestAdapter::forWindow(60);
         $key = Unique::name('save_');
@@ -37,12 +44,12 @@ final class ContractTest extends TestCase
             $adapter->save($key, 10);
             self::fail('save() did not throw');
         } catch (\LogicException $e) {
-            self::assertNotSame('', $e->getMessage());
+            self::assertStringContainsString('save()', $e->getMessage());
         }
         self::assertSame(2, $adapter->load($key));
     }
 
-    public function testDecrementIsRefused(): void
+    public function testDecrementIsRefusedUnderTheRateStrategy(): void
     {
         $adapter = TestAdapter::forWindow(60);
         $key = Unique::name('decrement_');
@@ -53,9 +60,32 @@ final class ContractTest extends TestCase
             $adapter->decrement($key);
             self::fail('decrement() did not throw');
         } catch (\LogicException $e) {
-            self::assertNotSame('', $e->getMessage());
+            self::assertStringContainsString('decrement()', $e->getMessage());
         }
         self::assertSame(2, $adapter->load($key));
+    }
+
+    public function testTheStrategyIsTheOneOfTheLastSetContext(): void
+    {
+        $adapter = TestAdapter::forWindow(60);
+        $key = Unique::name('switch_');
+
+        $adapter->setContext(FakeContext::count());
+        $adapter->save($key, 7);
+        $adapter->decrement($key);
+        self::assertSame(6, $adapter->load($key));
+
+        $adapter->setContext(FakeContext::make(60));
+        self::assertSame(0, $adapter->load($key), 'the Rate strategy counts events in buckets, not the counter');
+        try {
+            $adapter->save($key, 1);
+            self::fail('save() did not throw under the Rate strategy');
+        } catch (\LogicException $e) {
+            self::assertNotSame('', $e->getMessage());
+        }
+
+        $adapter->setContext(FakeContext::count());
+        self::assertSame(6, $adapter->load($key));
     }
 
     public function testSaveAndDecrementAreRefusedBeforeSetContextToo(): void
@@ -121,7 +151,60 @@ final class ContractTest extends TestCase
     public function testAContextWithoutTheExpectedMethodsIsRefused(): void
     {
         $adapter = new TestAdapter();
-        $this->expectException(\Throwable::class);
+        $this->expectException(\InvalidArgumentException::class);
         $adapter->setContext(new \stdClass());
+    }
+
+    public function testAContextWithoutStrategyIsRefused(): void
+    {
+        $context = new class () {
+            public function configuration(): FakeConfiguration
+            {
+                return FakeContext::make(60)->configuration();
+            }
+        };
+
+        $this->expectException(\InvalidArgumentException::class);
+        $this->expectExceptionMessage('strategy()');
+        (new TestAdapter())->setContext($context);
+    }
+
+    public function testAConfigurationWithoutIntervalToHalfOpenIsRefused(): void
+    {
+        $context = new class () {
+            public function strategy(): string
+            {
+                return FakeContext::RATE;
+            }
+
+            public function configuration(): object
+            {
+                return new class () {
+                    public function timeWindow(): int
+                    {
+                        return 60;
+                    }
+
+                    public function storageKeys(): FakeStorageKeys
+                    {
+                        return new FakeStorageKeys();
+                    }
+                };
+            }
+        };
+
+        $this->expectException(\InvalidArgumentException::class);
+        $this->expectExceptionMessage('intervalToHalfOpen()');
+        (new TestAdapter())->setContext($context);
+    }
+
+    public function testTheCountStrategyDoesNotAskForATimeWindow(): void
+    {
+        // FakeConfiguration::timeWindow() throws for a Count configuration, as Ganesha's does
+        $adapter = new TestAdapter();
+        $adapter->setContext(FakeContext::count());
+        $key = Unique::name('count_ctx_');
+        $adapter->increment($key);
+        self::assertSame(1, $adapter->load($key));
     }
 }

@@ -6,6 +6,7 @@ namespace Zeusi\GaneshaShmAdapter\Tests\Native;
 
 use PHPUnit\Framework\TestCase;
 use Zeusi\GaneshaShmAdapter\Tests\Support\FakeContext;
+use Zeusi\GaneshaShmAdapter\Tests\Support\Forks;
 use Zeusi\GaneshaShmAdapter\Tests\Support\Php;
 use Zeusi\GaneshaShmAdapter\Tests\Support\TestAdapter;
 use Zeusi\GaneshaShmAdapter\Tests\Support\Unique;
@@ -26,7 +27,7 @@ final class ForkTest extends TestCase
         $adapter = TestAdapter::forWindow(60);
         $key = Unique::name('fork_one_');
 
-        $statuses = $this->forkChildren(self::CHILDREN, static function () use ($adapter, $key): void {
+        $statuses = Forks::run(self::CHILDREN, static function () use ($adapter, $key): void {
             for ($i = 0; $i < 1000; ++$i) {
                 $adapter->increment($key);
             }
@@ -46,7 +47,7 @@ final class ForkTest extends TestCase
         $sharedStatus = $stem . 'status';
         $before = \ganesha_shm_info();
 
-        $statuses = $this->forkChildren(self::CHILDREN, static function (int $child) use ($adapter, $stem, $shared, $sharedStatus): void {
+        $statuses = Forks::run(self::CHILDREN, static function (int $child) use ($adapter, $stem, $shared, $sharedStatus): void {
             // half the children use an adapter of their own, of the same bucket duration (1 s)
             $mine = $child % 2 === 0 ? $adapter : TestAdapter::forWindow(30);
             for ($round = 0; $round < 50; ++$round) {
@@ -90,7 +91,7 @@ final class ForkTest extends TestCase
         $adapter->increment($key);
         $adapter->saveStatus($key, 2);
 
-        $statuses = $this->forkChildren(2, static function (int $child) use ($adapter, $key): void {
+        $statuses = Forks::run(2, static function (int $child) use ($adapter, $key): void {
             if ($adapter->load($key) < 1 || $adapter->loadStatus($key) !== 2) {
                 throw new \RuntimeException('the child does not see what the parent stored');
             }
@@ -137,43 +138,53 @@ final class ForkTest extends TestCase
         self::assertSame(1, $result['new']);
     }
 
-    /**
-     * Forks $count children that start $work($index) at the same moment, and returns their exit
-     * statuses: 0 when $work returned, 1 when it threw, -1 when the child did not exit.
-     *
-     * @return list<int>
-     */
-    private function forkChildren(int $count, callable $work): array
+    public function testConcurrentIncrementsAndDecrementsOfACountCounterAreExact(): void
     {
-        $start = \microtime(true) + 0.2;
-        $pids = [];
-        for ($i = 0; $i < $count; ++$i) {
-            $pid = \pcntl_fork();
-            if ($pid === -1) {
-                self::fail('pcntl_fork() failed');
-            }
-            if ($pid === 0) {
-                $status = 1;
-                try {
-                    while (\microtime(true) < $start) {
-                        \usleep(500);
-                    }
-                    $work($i);
-                    $status = 0;
-                } catch (\Throwable $e) {
-                    \fwrite(\STDERR, "child {$i}: {$e}\n");
+        $adapter = TestAdapter::forCount();
+        $key = Unique::name('fork_count_');
+        $adapter->save($key, 1000);
+
+        // interleaved, decrement first in half the children: the counter stays within
+        // 1000 +/- 4, far from the floor at 0 that would swallow decrements
+        $statuses = Forks::run(4, static function (int $child) use ($adapter, $key): void {
+            for ($i = 0; $i < 500; ++$i) {
+                if ($child % 2 === 0) {
+                    $adapter->increment($key);
+                    $adapter->decrement($key);
+                } else {
+                    $adapter->decrement($key);
+                    $adapter->increment($key);
                 }
-                Php::endForkedChild($status);
             }
-            $pids[] = $pid;
-        }
+        });
 
-        $statuses = [];
-        foreach ($pids as $pid) {
-            \pcntl_waitpid($pid, $status);
-            $statuses[] = \pcntl_wifexited($status) ? \pcntl_wexitstatus($status) : -1;
-        }
+        self::assertSame([0, 0, 0, 0], $statuses);
+        self::assertSame(1000, $adapter->load($key));
+    }
 
-        return $statuses;
+    public function testConcurrentCallersClaimOneHalfOpenTrial(): void
+    {
+        // the last failure time is 11 s old, the interval to half-open 10 s: of 16 callers at
+        // once, one gets the stored time (the trial), the others the time it claimed
+        $failedAt = 2_000_000_000;
+        $now = $failedAt + 11;
+        for ($round = 0; $round < 5; ++$round) {
+            $adapter = TestAdapter::forWindow(60, null, null, 10, static fn (): int => $now);
+            $key = Unique::name('fork_trial_');
+            $adapter->saveLastFailureTime($key, $failedAt);
+
+            $statuses = Forks::run(16, static function () use ($adapter, $key, $failedAt, $now): int {
+                return match ($adapter->loadLastFailureTime($key)) {
+                    $failedAt => 10,
+                    $now => 11,
+                    default => 12,
+                };
+            });
+
+            $counts = \array_count_values($statuses);
+            \ksort($counts);
+            self::assertSame([10 => 1, 11 => 15], $counts, "round {$round}: 1 trial, 15 callers who saw it taken");
+            self::assertSame($now, $adapter->loadLastFailureTime($key));
+        }
     }
 }

@@ -108,9 +108,19 @@ final class StubsTest extends TestCase
     {
         $class = self::$extension['classes']['Zeusi\\GaneshaShmAdapter\\AbstractSlidingTimeWindowShm'];
         self::assertTrue($class['abstract']);
-        self::assertSame(['DEFAULT_BUCKETS', 'MAX_BUCKETS', 'STATUS_TTL'], \array_keys($class['constants']));
+        self::assertSame(['COUNT_TTL', 'DEFAULT_BUCKETS', 'MAX_BUCKETS', 'STATUS_TTL'], \array_keys($class['constants']));
         self::assertSame('60', $class['constants']['DEFAULT_BUCKETS']['value']);
-        self::assertCount(14, $class['methods']);
+        self::assertSame('86400', $class['constants']['COUNT_TTL']['value']);
+        $methods = \array_keys($class['methods']);
+        \sort($methods);
+        self::assertSame(
+            [
+                '__construct', 'decrement', 'increment', 'load', 'loadLastFailureTime', 'loadStatus', 'metrics', 'reset',
+                'save', 'saveLastFailureTime', 'saveStatus', 'setConfiguration', 'setContext', 'snapshot',
+                'supportCountStrategy', 'supportRateStrategy',
+            ],
+            $methods
+        );
         self::assertSame('?int', $class['methods']['loadLastFailureTime']['returnType']);
         self::assertSame(
             [
@@ -125,6 +135,21 @@ final class StubsTest extends TestCase
             ],
             $class['methods']['__construct']['parameters'][0]
         );
+        self::assertSame(
+            [
+                'name' => 'clock',
+                'type' => '?callable',
+                'allowsNull' => true,
+                'optional' => true,
+                'variadic' => false,
+                'byReference' => false,
+                'hasDefault' => true,
+                'default' => 'NULL',
+            ],
+            $class['methods']['__construct']['parameters'][1]
+        );
+        self::assertCount(2, $class['methods']['__construct']['parameters']);
+        self::assertSame('bool', $class['methods']['supportCountStrategy']['returnType']);
         self::assertSame('array', self::$extension['functions']['ganesha_shm_info']['returnType']);
     }
 }

@@ -151,10 +151,14 @@ final class Php
 
     /**
      * Ends a pcntl_fork() child of the PHPUnit process with exit status $status, without
-     * running PHPUnit's shutdown code: the process image is replaced by `php -n -r exit(N);`.
+     * running PHPUnit's shutdown code: the process image is replaced by `sh -c 'exit N'`
+     * (quick to start, for tests that fork many children), else by `php -n -r exit(N);`.
      */
     public static function endForkedChild(int $status): never
     {
+        if (\is_executable('/bin/sh')) {
+            @\pcntl_exec('/bin/sh', ['-c', 'exit ' . $status]);
+        }
         @\pcntl_exec(\PHP_BINARY, ['-n', '-r', 'exit(' . $status . ');']);
         \posix_kill(\posix_getpid(), \SIGKILL);
         exit($status);
