@@ -1,0 +1,111 @@
+<?php
+
+declare(strict_types=1);
+
+namespace Zeusi\GaneshaShmAdapter\Tests\Observability;
+
+/**
+ * Commands of the observability tests (chromium, composer, the installer), run without a shell,
+ * with a deadline, and scratch directories removed afterwards.
+ */
+final class Command
+{
+    /**
+     * @param list<string> $command
+     * @param array<string, string>|null $env null: this process's environment
+     * @return array{exit: int, stdout: string, stderr: string}
+     */
+    public static function run(array $command, ?string $cwd = null, ?array $env = null, float $timeout = 60.0): array
+    {
+        $out = \tmpfile();
+        $err = \tmpfile();
+        $process = \proc_open($command, [0 => ['file', '/dev/null', 'r'], 1 => $out, 2 => $err], $pipes, $cwd, $env);
+        if (!\is_resource($process)) {
+            throw new \RuntimeException('Could not start ' . \implode(' ', $command));
+        }
+        $deadline = \microtime(true) + $timeout;
+        while (($status = \proc_get_status($process))['running']) {
+            if (\microtime(true) > $deadline) {
+                \proc_terminate($process, 9);
+                \proc_close($process);
+                throw new \RuntimeException(\sprintf(
+                    "Timed out after %.0f s: %s\nstdout: %s\nstderr: %s",
+                    $timeout,
+                    \implode(' ', $command),
+                    self::contents($out),
+                    self::contents($err)
+                ));
+            }
+            \usleep(10_000);
+        }
+        \proc_close($process);
+
+        return ['exit' => $status['exitcode'], 'stdout' => self::contents($out), 'stderr' => self::contents($err)];
+    }
+
+    /** The environment of this process with $changes (null values remove a variable). */
+    public static function env(array $changes = []): array
+    {
+        $env = \getenv();
+        foreach ($changes as $name => $value) {
+            if ($value === null) {
+                unset($env[$name]);
+            } else {
+                $env[$name] = (string) $value;
+            }
+        }
+
+        return $env;
+    }
+
+    public static function which(string $name): ?string
+    {
+        foreach (\explode(\PATH_SEPARATOR, (string) \getenv('PATH')) as $dir) {
+            if ($dir !== '' && \is_file($dir . '/' . $name) && \is_executable($dir . '/' . $name)) {
+                return $dir . '/' . $name;
+            }
+        }
+
+        return null;
+    }
+
+    /** A new directory named $stem + random hex, in $in (default: the system's temporary directory). */
+    public static function tempDir(string $stem, ?string $in = null): string
+    {
+        $dir = ($in ?? \sys_get_temp_dir()) . '/' . $stem . \bin2hex(\random_bytes(5));
+        if (!\mkdir($dir, 0700)) {
+            throw new \RuntimeException("Could not create {$dir}");
+        }
+
+        return $dir;
+    }
+
+    /** Removes $path and everything below it, without following symlinks. */
+    public static function remove(string $path): void
+    {
+        if (\is_link($path) || \is_file($path)) {
+            @\unlink($path);
+
+            return;
+        }
+        if (!\is_dir($path)) {
+            return;
+        }
+        foreach (\scandir($path) ?: [] as $entry) {
+            if ($entry !== '.' && $entry !== '..') {
+                self::remove($path . '/' . $entry);
+            }
+        }
+        @\rmdir($path);
+    }
+
+    /** @param resource $stream */
+    private static function contents($stream): string
+    {
+        \rewind($stream);
+        $contents = \stream_get_contents($stream);
+        \fclose($stream);
+
+        return $contents === false ? '' : $contents;
+    }
+}
