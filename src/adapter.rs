@@ -348,7 +348,7 @@ impl AbstractSlidingTimeWindowShm {
     fn configured_now(&self) -> PhpResult<(&Configured, u64)> {
         let configured = self.configuration()?;
         let now = match &self.clock {
-            None => now(),
+            None => module::unix_time(),
             Some(Clock(callable)) => {
                 let time = ZendCallable::new(callable).and_then(|c| c.try_call(vec![])).ok().and_then(|t| t.long());
                 let time = time
@@ -372,11 +372,6 @@ impl AbstractSlidingTimeWindowShm {
             )),
         }
     }
-}
-
-/// The time Ganesha reads with `time()`.
-fn now() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs())
 }
 
 /// An exception of a class that PHP always has.

@@ -102,9 +102,20 @@ fn segment() -> PhpResult<&'static Segment> {
     }
 }
 
-/// The store of this process's segment.
-pub fn store() -> Result<Store<'static>, PhpException> {
-    segment().map(Store::new)
+/// The store of this process's segment, built once: the tables' bounds and hash seed are
+/// fixed when the segment is created.
+pub fn store() -> Result<&'static Store<'static>, PhpException> {
+    static STORE: OnceCell<Store<'static>> = OnceCell::new();
+    let segment = segment()?;
+    Ok(STORE.get_or_init(|| Store::new(segment)))
+}
+
+/// The Unix time in seconds, read as PHP's and Ganesha's `time()` read it: with `time(NULL)`,
+/// a few times cheaper than `SystemTime::now()`, and never a second apart from Ganesha's.
+pub fn unix_time() -> u64 {
+    // SAFETY: time(NULL) only reads the clock; the null pointer tells it not to store it.
+    let now = unsafe { libc::time(std::ptr::null_mut()) };
+    now.max(0) as u64
 }
 
 /// The effective `ganesha_shm.max_services`, for messages.
@@ -117,8 +128,7 @@ pub fn max_services() -> u64 {
 fn figures(segment: &Segment) -> Vec<(&'static str, u64, &'static str)> {
     let layout = segment.layout();
     let stats = segment.stats();
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
-    let [counters, statuses] = Store::new(segment).usage(now);
+    let [counters, statuses] = Store::new(segment).usage(unix_time());
     // Relaxed: statistics.
     let stat = |word: &std::sync::atomic::AtomicU64| word.load(std::sync::atomic::Ordering::Relaxed);
     vec![

@@ -1,0 +1,49 @@
+<?php
+
+/**
+ * Workload (a) of the benchmark, a healthy service (isAvailable() then success()), run a fixed
+ * number of times over one adapter, for valgrind's callgrind: see benches/profile.sh.
+ *
+ *   php -d extension=target/release/libganesha_shm.so benches/profile.php shm|floor|apcu CYCLES
+ */
+
+declare(strict_types=1);
+
+namespace Zeusi\GaneshaShmAdapter\Benches;
+
+use Ackintosh\Ganesha\Builder;
+use Ackintosh\Ganesha\Storage\Adapter\Apcu;
+use Zeusi\GaneshaShmAdapter\SlidingTimeWindowShm;
+
+$adapterId = $argv[1] ?? 'shm';
+$cycles = (int) ($argv[2] ?? 10000);
+
+$ganeshaMissing = require \dirname(__DIR__) . '/tests/autoload.php';
+if ($ganeshaMissing !== null) {
+    \fwrite(\STDERR, "profile: workload (a) needs Ganesha: {$ganeshaMissing}\n");
+    exit(1);
+}
+require __DIR__ . '/NullAdapter.php';
+
+$adapter = match ($adapterId) {
+    'shm' => new SlidingTimeWindowShm(),
+    'floor' => new NullAdapter(),
+    'apcu' => new Apcu(),
+    default => throw new \InvalidArgumentException("unknown adapter {$adapterId}: shm, floor or apcu"),
+};
+$ganesha = Builder::withRateStrategy()
+    ->adapter($adapter)
+    ->timeWindow(60)
+    ->failureRateThreshold(50)
+    ->minimumRequests(10)
+    ->intervalToHalfOpen(5)
+    ->build();
+
+$service = 'profile-service';
+// One cycle first, so that every run pays the same one-time costs (class loading, first write).
+$ganesha->isAvailable($service) && $ganesha->success($service);
+for ($i = 0; $i < $cycles; ++$i) {
+    if ($ganesha->isAvailable($service)) {
+        $ganesha->success($service);
+    }
+}

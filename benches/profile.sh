@@ -1,0 +1,115 @@
+#!/usr/bin/env bash
+# Where the instructions of workload (a) go: valgrind's callgrind counts the instructions of
+# benches/profile.php over the do-nothing adapter (the floor) and over SlidingTimeWindowShm,
+# each run twice (WARM and WARM + CYCLES cycles) so that PHP's startup cancels out, and prints
+# the instructions per isAvailable() + success() cycle by function: the total of each adapter,
+# the functions that cost the most, and what the extension's own functions cost in all.
+#
+#   bash benches/profile.sh [CYCLES]      (default 20000; GANESHA_SHM_EXT=... profiles another build)
+#
+# Instruction counts are repeatable where timings are not; they do not weigh cache misses.
+# Needs Ganesha as the tests do (vendor/ or GANESHA_DIR) and valgrind (installed when missing).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+cycles=${1:-20000}
+warm=2000
+if ! command -v valgrind >/dev/null 2>&1; then
+    echo "profile: installing valgrind"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq && apt-get install -y -qq --no-install-recommends valgrind >/dev/null
+fi
+extension=${GANESHA_SHM_EXT:-}
+if [ -z "$extension" ]; then
+    . .ci/install-deps
+    cargo build --release --quiet
+    extension="$PWD/target/release/libganesha_shm.so"
+fi
+
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+for adapter in floor shm; do
+    for n in "$warm" "$((warm + cycles))"; do
+        valgrind --tool=callgrind --callgrind-out-file="$out/$adapter.$n" \
+            php -d "extension=$extension" benches/profile.php "$adapter" "$n" 2>/dev/null
+        callgrind_annotate --auto=no --threshold=100 --inclusive=no "$out/$adapter.$n" >"$out/$adapter.$n.self"
+        callgrind_annotate --auto=no --threshold=100 --inclusive=yes "$out/$adapter.$n" >"$out/$adapter.$n.incl"
+    done
+done
+
+php -- "$out" "$warm" "$((warm + cycles))" "$cycles" <<'PHP'
+<?php
+[, $dir, $warm, $long, $cycles] = $argv;
+
+/** @return array<string, float> instructions per cycle by function */
+function perCycle(string $dir, string $adapter, string $kind, string $warm, string $long, int $cycles): array
+{
+    $read = static function (string $file): array {
+        $costs = [];
+        foreach (file($file) as $line) {
+            if (preg_match('/^\s*([\d,]+)\s+\(\s*[\d.]+%\)\s+(.+?)\s*$/', $line, $m) === 1) {
+                // "file:function [object]": by function (a build with debug info splits a
+                // function by the source file of what was inlined into it), object's base name
+                $name = preg_replace(['/^\S*?:(?=[^:\s])/', '/ \[\S*\/([^\/\]]+)\]$/'], ['', ' [$1]'], $m[2]);
+                $costs[$name] = ($costs[$name] ?? 0) + (int) str_replace(',', '', $m[1]);
+            }
+        }
+        return $costs;
+    };
+    $a = $read("{$dir}/{$adapter}.{$warm}.{$kind}");
+    $b = $read("{$dir}/{$adapter}.{$long}.{$kind}");
+    $out = [];
+    foreach ($b as $name => $cost) {
+        $out[$name] = ($cost - ($a[$name] ?? 0)) / $cycles;
+    }
+    return $out;
+}
+
+$cycles = (int) $cycles;
+$floor = perCycle($dir, 'floor', 'self', $warm, $long, $cycles);
+$shm = perCycle($dir, 'shm', 'self', $warm, $long, $cycles);
+$shmIncl = perCycle($dir, 'shm', 'incl', $warm, $long, $cycles);
+$floorTotal = $floor['PROGRAM TOTALS'];
+$shmTotal = $shm['PROGRAM TOTALS'];
+unset($floor['PROGRAM TOTALS'], $shm['PROGRAM TOTALS']);
+$short = static fn (string $name): string => mb_strimwidth($name, 0, 110, '…');
+
+printf("instructions per isAvailable() + success() cycle (%d cycles, PHP startup subtracted)\n", $cycles);
+printf("  do-nothing (floor)    %8.0f\n  SlidingTimeWindowShm  %8.0f  (%.2f× the floor, +%.0f)\n\n",
+    $floorTotal, $shmTotal, $shmTotal / $floorTotal, $shmTotal - $floorTotal);
+
+echo "SlidingTimeWindowShm: functions by own instructions per cycle (share of the cycle; floor's figure)\n";
+arsort($shm);
+$shown = 0;
+foreach ($shm as $name => $cost) {
+    if ($cost < 0.5 || ++$shown > 30) {
+        break;
+    }
+    printf("  %7.0f  %5.1f %%  floor %6.0f  %s\n", $cost, $cost / $shmTotal * 100, $floor[$name] ?? 0, $short($name));
+}
+
+echo "\nwhat costs more than over the floor (own instructions per cycle, shm − floor)\n";
+$delta = [];
+foreach ($shm + $floor as $name => $_) {
+    $delta[$name] = ($shm[$name] ?? 0) - ($floor[$name] ?? 0);
+}
+arsort($delta);
+$shown = 0;
+foreach ($delta as $name => $cost) {
+    if ($cost < 2 || ++$shown > 25) {
+        break;
+    }
+    printf("  %+7.0f  %5.1f %% of the difference  %s\n", $cost, $cost / ($shmTotal - $floorTotal) * 100, $short($name));
+}
+
+echo "\nthe extension's functions, inclusive (with what they call), per cycle\n";
+$ext = array_filter($shmIncl, static fn (string $name): bool => str_contains($name, 'libganesha_shm') || str_contains($name, 'ganesha_shm::'), ARRAY_FILTER_USE_KEY);
+arsort($ext);
+$shown = 0;
+foreach ($ext as $name => $cost) {
+    if ($cost < 2 || ++$shown > 25) {
+        break;
+    }
+    printf("  %7.0f  %5.1f %%  %s\n", $cost, $cost / $shmTotal * 100, $short($name));
+}
+PHP
