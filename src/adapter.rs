@@ -249,31 +249,11 @@ impl AbstractSlidingTimeWindowShm {
     /// a request now (`state`: closed, open or half_open; `admits`). Read-only: unlike
     /// `loadLastFailureTime()`, it never claims the half-open trial.
     pub fn snapshot(&self) -> PhpResult<ZBox<ZendHashTable>> {
+        let counts_requests = matches!(self.configuration()?.strategy, Strategy::Rate(_));
         let mut services = ZendHashTable::new();
         for view in self.views()? {
-            let figures = &view.figures;
-            let mut row = ZendHashTable::new();
-            let rate = Some(self.configuration()?).filter(|c| matches!(c.strategy, Strategy::Rate(_)));
-            let fields: [(&str, Zval); 10] = [
-                ("service", Binary::new(view.service.clone()).into_zval(false).map_err(php_error)?),
-                ("state", view.state.name().into_zval(false).map_err(php_error)?),
-                ("admits", view.state.admits().into_zval(false).map_err(php_error)?),
-                ("status", figures.status.into_zval(false).map_err(php_error)?),
-                ("tripped", (figures.status == circuit::STATUS_TRIPPED).into_zval(false).map_err(php_error)?),
-                ("failures", (figures.failures as i64).into_zval(false).map_err(php_error)?),
-                ("successes", rate.map(|_| figures.successes as i64).into_zval(false).map_err(php_error)?),
-                ("rejections", rate.map(|_| figures.rejections as i64).into_zval(false).map_err(php_error)?),
-                (
-                    "failure_rate",
-                    rate.and_then(|_| circuit::failure_rate(figures)).into_zval(false).map_err(php_error)?,
-                ),
-                ("last_failure_time", figures.last_failure_time.into_zval(false).map_err(php_error)?),
-            ];
-            for (name, value) in fields {
-                row.insert(name, value).map_err(php_error)?;
-            }
-            let key = String::from_utf8_lossy(&view.service).into_owned();
-            services.insert(key.as_str(), row).map_err(php_error)?;
+            let name = String::from_utf8_lossy(&view.service).into_owned();
+            services.insert(name.as_str(), snapshot_row(&view, counts_requests)?).map_err(php_error)?;
         }
         Ok(services)
     }
@@ -285,7 +265,63 @@ impl AbstractSlidingTimeWindowShm {
     }
 }
 
+/// One service of `snapshot()`. `counts_requests`: false under the Count strategy, which keeps
+/// no successes, rejections nor failure rate.
+fn snapshot_row(view: &ServiceView, counts_requests: bool) -> PhpResult<ZBox<ZendHashTable>> {
+    fn zval(value: impl IntoZval) -> PhpResult<Zval> {
+        value.into_zval(false).map_err(php_error)
+    }
+    let figures = &view.figures;
+    let requests = |count: u64| counts_requests.then_some(count as i64);
+    let fields = [
+        ("service", zval(Binary::new(view.service.clone()))?),
+        ("state", zval(view.state.name())?),
+        ("admits", zval(view.state.admits())?),
+        ("status", zval(figures.status)?),
+        ("tripped", zval(figures.status == circuit::STATUS_TRIPPED)?),
+        ("failures", zval(figures.failures as i64)?),
+        ("successes", zval(requests(figures.successes))?),
+        ("rejections", zval(requests(figures.rejections))?),
+        ("failure_rate", zval(circuit::failure_rate(figures).filter(|_| counts_requests))?),
+        ("last_failure_time", zval(figures.last_failure_time)?),
+    ];
+    let mut row = ZendHashTable::new();
+    for (name, value) in fields {
+        row.insert(name, value).map_err(php_error)?;
+    }
+    Ok(row)
+}
+
+/// Ganesha's `Context::STRATEGY_COUNT`.
+const COUNT_STRATEGY: &str = "count";
+
 impl AbstractSlidingTimeWindowShm {
+    fn configuration(&self) -> PhpResult<&Configured> {
+        self.configured.as_ref().ok_or_else(|| {
+            exception(
+                "LogicException",
+                "The adapter has no configuration yet: pass it to Ganesha's Builder, whose build() calls setContext()."
+                    .into(),
+            )
+        })
+    }
+
+    /// The configuration and the current time, from the clock given to the constructor or
+    /// the system's.
+    fn configured_now(&self) -> PhpResult<(&Configured, u64)> {
+        let configured = self.configuration()?;
+        let now = match &self.clock {
+            None => module::unix_time(),
+            Some(Clock(callable)) => {
+                let time = ZendCallable::new(callable).and_then(|c| c.try_call(vec![])).ok().and_then(|t| t.long());
+                let time = time
+                    .ok_or_else(|| exception("UnexpectedValueException", "The clock did not return an int.".into()))?;
+                time.max(0) as u64
+            }
+        };
+        Ok((configured, now))
+    }
+
     /// Every service with data under this configuration's storage keys, sorted by name.
     fn views(&self) -> PhpResult<Vec<ServiceView>> {
         let (configured, now) = self.configured_now()?;
@@ -326,37 +362,6 @@ impl AbstractSlidingTimeWindowShm {
                 Ok(ServiceView { service, figures, state })
             })
             .collect()
-    }
-}
-
-/// Ganesha's `Context::STRATEGY_COUNT`.
-const COUNT_STRATEGY: &str = "count";
-
-impl AbstractSlidingTimeWindowShm {
-    fn configuration(&self) -> PhpResult<&Configured> {
-        self.configured.as_ref().ok_or_else(|| {
-            exception(
-                "LogicException",
-                "The adapter has no configuration yet: pass it to Ganesha's Builder, whose build() calls setContext()."
-                    .into(),
-            )
-        })
-    }
-
-    /// The configuration and the current time, from the clock given to the constructor or
-    /// the system's.
-    fn configured_now(&self) -> PhpResult<(&Configured, u64)> {
-        let configured = self.configuration()?;
-        let now = match &self.clock {
-            None => module::unix_time(),
-            Some(Clock(callable)) => {
-                let time = ZendCallable::new(callable).and_then(|c| c.try_call(vec![])).ok().and_then(|t| t.long());
-                let time = time
-                    .ok_or_else(|| exception("UnexpectedValueException", "The clock did not return an int.".into()))?;
-                time.max(0) as u64
-            }
-        };
-        Ok((configured, now))
     }
 
     /// The current time, for a call that only the Count strategy makes.
