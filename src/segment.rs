@@ -251,11 +251,11 @@ mod tests {
         let layout = Layout::new(Settings { max_services: 1024, max_key_length: 160 });
         assert_eq!(layout.key_words, 20);
         assert_eq!(layout.counter_slots, 3072);
-        // header 3 + last failure 2 + count 1 + ring 120 + key 20 words
-        assert_eq!(layout.counter_slot_words * 8, 1168);
-        assert_eq!(layout.status_slot_words * 8, 200);
-        assert_eq!(layout.bytes_per_service(), 3704);
-        assert_eq!(layout.segment_bytes(), 128 + 1024 * 3704);
+        // header 4 + last failure 2 + count 1 + ring 120 + key 20 words
+        assert_eq!(layout.counter_slot_words * 8, 1176);
+        assert_eq!(layout.status_slot_words * 8, 208);
+        assert_eq!(layout.bytes_per_service(), 3736);
+        assert_eq!(layout.segment_bytes(), 128 + 1024 * 3736);
     }
 
     #[test]

@@ -4,7 +4,7 @@
 //! 64-bit words:
 //!
 //! ```text
-//! [tag][ident][reach][payload: payload_words][key: key_words]
+//! [tag][ident][reach][owner][payload: payload_words][key: key_words]
 //! ```
 //!
 //! * `tag`: `[state: 2][generation: 30][stamp: 32]`. The state machine is
@@ -15,13 +15,16 @@
 //! * `ident`: `[fingerprint: 32][key length: 32]`, written while the slot is RESERVED.
 //! * `reach`: of this slot taken as a home position, the farthest distance at which a key whose
 //!   home it is was ever placed. Lookups probe that far and no farther; it only grows.
+//! * `owner`: `[generation: 32][pid: 32]` of the process that claimed the slot, so that a claim
+//!   left by a process that no longer exists is taken over at once rather than after a timeout.
 //! * `payload`: the caller's words. A claim sets each to `generation_byte << 56`, so callers
 //!   can keep the slot's generation in their words and have a writer that looked the slot up
 //!   before it was recycled fail its compare-and-swap.
 //! * `key`: the key bytes, little-endian, zero-padded.
 //!
 //! No lock lives here: a process killed at any instruction leaves at worst a slot RESERVED or
-//! PENDING, which other processes take over once its stamp is older than a timeout.
+//! PENDING, which other processes take over as soon as they see its claimer is gone, or once
+//! its stamp is older than a timeout (when they cannot tell).
 //!
 //! Two processes inserting the same new key at once each publish a PENDING slot, then look for
 //! another PENDING or LIVE slot with that key (sequentially consistent, as in Dekker's
@@ -32,8 +35,8 @@ use std::sync::atomic::{fence, AtomicU64, Ordering};
 
 use crate::segment::Stats;
 
-/// Words before a slot's payload: tag, ident, reach.
-const HEADER_WORDS: usize = 3;
+/// Words before a slot's payload: tag, ident, reach, owner.
+const HEADER_WORDS: usize = 4;
 
 /// Seconds after which a slot left PENDING by its claimer may be taken over. A claimer only
 /// compares-and-swaps its tag once PENDING, which fails harmlessly after a takeover.
@@ -102,7 +105,7 @@ impl Tag {
         self.0 as u32
     }
 
-    /// Whether a new key may take this slot at `now`.
+    /// Whether a new key may take this slot at `now`, as far as the tag tells.
     fn claimable(self, now: u64) -> bool {
         let stamp = self.stamp() as u64;
         match self.state() {
@@ -180,6 +183,25 @@ impl<'a> Slot<'a> {
 
     fn reach(&self) -> &'a AtomicU64 {
         &self.words[2]
+    }
+
+    fn owner(&self) -> &'a AtomicU64 {
+        &self.words[3]
+    }
+
+    /// Whether a slot seen with `tag` may be taken by a new key at `now`: free, expired, or
+    /// claimed by a process that has timed out or no longer exists.
+    fn claimable(&self, tag: Tag, now: u64) -> bool {
+        tag.claimable(now) || matches!(tag.state(), State::Reserved | State::Pending) && self.claimer_is_gone(tag)
+    }
+
+    /// Whether the process that claimed this slot, seen RESERVED or PENDING with `tag`, has
+    /// ended. False when unsure: the owner word may still be a previous claim's (another
+    /// generation), or the process may exist under another user (EPERM).
+    fn claimer_is_gone(&self, tag: Tag) -> bool {
+        // Acquire: pairs with the Release store of the owner after the claim.
+        let owner = self.owner().load(Ordering::Acquire);
+        (owner >> 32) as u32 == tag.generation() && !process_exists(owner as u32)
     }
 
     fn payload(&self) -> &'a [AtomicU64] {
@@ -402,7 +424,7 @@ impl<'a> Table<'a> {
         for (distance, (index, slot)) in self.probe(home, self.slots).enumerate() {
             // Acquire: a FREE or expired slot's old contents are overwritten only after this.
             let seen = Tag(slot.tag().load(Ordering::Acquire));
-            if !seen.claimable(now) {
+            if !slot.claimable(seen, now) {
                 continue;
             }
             let generation = seen.generation().wrapping_add(1) & GENERATION_MASK;
@@ -412,6 +434,8 @@ impl<'a> Table<'a> {
             if slot.tag().compare_exchange(seen.0, reserved.0, Ordering::AcqRel, Ordering::Relaxed).is_err() {
                 continue;
             }
+            // Release: whoever reads this owner with our generation reads our process id.
+            slot.owner().store((generation as u64) << 32 | std::process::id() as u64, Ordering::Release);
             // Relaxed: statistics only.
             self.stats.claims.fetch_add(1, Ordering::Relaxed);
             if seen.state() != State::Free {
@@ -459,7 +483,7 @@ impl<'a> Table<'a> {
             let tag = Tag(slot.tag().load(Ordering::SeqCst));
             let contender = match tag.state() {
                 State::Live => true,
-                State::Pending => !tag.claimable(now),
+                State::Pending => !slot.claimable(tag, now),
                 State::Free | State::Reserved => false,
             };
             index != own && contender && slot.holds(tag, key)
@@ -511,6 +535,18 @@ impl<'a> Table<'a> {
         }
         usage
     }
+}
+
+/// Whether a process with this id exists. Every process that maps an anonymous segment was
+/// forked from the one that created it, so they share its process-id namespace.
+fn process_exists(pid: u32) -> bool {
+    let Ok(pid) = libc::pid_t::try_from(pid) else {
+        return true;
+    };
+    // SAFETY: kill with signal 0 sends nothing; it only checks that the process exists and may
+    // be signalled.
+    let sent = unsafe { libc::kill(pid, 0) };
+    sent == 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
 }
 
 /// Waits a little, longer at each attempt and differently in each process, so that processes
@@ -671,6 +707,40 @@ mod tests {
         table.find_or_insert(b"a", 100 + PENDING_TIMEOUT + 1, 200).unwrap();
         assert!(table.find_or_insert(b"b", 200, 300).is_err());
         table.find_or_insert(b"b", 100 + RESERVED_TIMEOUT + 1, 800).unwrap();
+    }
+
+    #[test]
+    fn claims_of_processes_that_no_longer_exist_are_taken_over_at_once() {
+        let fixture = Fixture::new(2, 1, 1);
+        let table = fixture.table();
+        let dead = dead_pid();
+        for (index, state) in [(0, State::Pending), (1, State::Reserved)] {
+            table.slot(index).tag().store(Tag::new(state, 5, 100).0, Ordering::Relaxed);
+            table.slot(index).owner().store(5 << 32 | dead as u64, Ordering::Relaxed);
+        }
+        table.find_or_insert(b"a", 100, 200).unwrap();
+        table.find_or_insert(b"b", 100, 200).unwrap();
+        assert_eq!(table.usage(100), Usage { live: 2, expired: 0, claiming: 0 });
+    }
+
+    #[test]
+    fn claims_whose_owner_is_alive_or_unknown_wait_for_their_timeout() {
+        let fixture = Fixture::new(2, 1, 1);
+        let table = fixture.table();
+        table.slot(0).tag().store(Tag::new(State::Reserved, 5, 100).0, Ordering::Relaxed);
+        table.slot(0).owner().store(5 << 32 | std::process::id() as u64, Ordering::Relaxed);
+        // the owner word of an older claim says nothing of this one
+        table.slot(1).tag().store(Tag::new(State::Pending, 6, 100).0, Ordering::Relaxed);
+        table.slot(1).owner().store(5 << 32 | dead_pid() as u64, Ordering::Relaxed);
+        assert_eq!(table.find_or_insert(b"a", 101, 200).err(), Some(TableError::Full { slots: 2 }));
+    }
+
+    /// The id of a process that has exited and been reaped.
+    fn dead_pid() -> u32 {
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id();
+        child.wait().unwrap();
+        pid
     }
 
     #[test]
