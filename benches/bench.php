@@ -745,7 +745,7 @@ if (isset($ratios['a']['shm'])) {
     $targets[] = [null, 'workload (a): SlidingTimeWindowShm within 1.3× of the floor: not measured (needs Ganesha)'];
 }
 if (isset($relative['shm'])) {
-    $targets[] = [$relative['shm'] >= TARGET_SCALING, \sprintf('4-process/1-process throughput ratio of SlidingTimeWindowShm ≥ %d %% of the floor\'s: %.0f %% (%.2f vs %.2f)',
+    $targets[] = [$relative['shm'] >= TARGET_SCALING, \sprintf('4-process/1-process throughput ratio of SlidingTimeWindowShm ≥ %d %% of the floor\'s: %.1f %% (%.3f vs %.3f)',
         TARGET_SCALING * 100, $relative['shm'] * 100, $scaling['shm'], $scaling['floor'])];
 } else {
     $targets[] = [null, 'multi-process scaling: not measured (needs Ganesha and pcntl)'];

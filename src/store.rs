@@ -49,11 +49,7 @@ pub struct Store<'a> {
 
 impl<'a> Store<'a> {
     pub fn new(segment: &'a Segment) -> Self {
-        Self::from_tables(segment.counters(), segment.statuses())
-    }
-
-    pub fn from_tables(counters: Table<'a>, statuses: Table<'a>) -> Self {
-        Self { counters, statuses }
+        Self { counters: segment.counters(), statuses: segment.statuses() }
     }
 
     fn table(&self, kind: TableKind) -> &Table<'a> {
