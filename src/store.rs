@@ -180,28 +180,24 @@ impl<'a> Store<'a> {
         let now_value = now.min(timed::MAX_VALUE as u64) as i64;
         let latest_refused = now_value.saturating_add(1).saturating_sub(interval.min(i64::MAX as u64) as i64);
         for _ in 0..MAX_ATTEMPTS {
-            let Some(entry) = self
-                .counters
-                .find_and_keep(key, now, now.saturating_add(ttl))
-                .map_err(|error| StoreError { table: TableKind::Counters, error })?
-            else {
+            let Some(entry) = self.find(TableKind::Counters, key)? else {
                 return Ok(None);
+            };
+            let (value, last_failure) = match read_timed(&entry, [value_at, expiry_at], now) {
+                Timed::Recycled => continue,
+                Timed::Absent => return Ok(None),
+                Timed::Alive { word, value } => (word, value),
+            };
+            if now_value.saturating_sub(last_failure) <= interval.min(i64::MAX as u64) as i64 {
+                // No trial due: a read, which neither writes nor extends the slot.
+                return Ok(Some(last_failure.max(latest_refused)));
+            }
+            // The claim is a write: the slot must then be kept as long as a saved time.
+            let Some(entry) = self.counters.keep_entry(entry, now, now.saturating_add(ttl)) else {
+                continue;
             };
             let generation = entry.generation_byte();
             let payload = entry.payload();
-            // Acquire: as in `load_timed`, the value read next is at least as new as the expiry.
-            let expiry = payload[expiry_at].load(Ordering::Acquire);
-            let value = payload[value_at].load(Ordering::Acquire);
-            if timed::generation(expiry) != generation || timed::generation(value) != generation {
-                continue; // recycled under us
-            }
-            if !timed::alive(timed::decode_expiry(expiry), now) {
-                return Ok(None);
-            }
-            let last_failure = timed::decode_value(value);
-            if now_value.saturating_sub(last_failure) <= interval.min(i64::MAX as u64) as i64 {
-                return Ok(Some(last_failure.max(latest_refused)));
-            }
             // AcqRel: the claim is the value other callers must see; Relaxed on failure:
             // someone else changed the time first, so look again.
             if payload[value_at]
@@ -259,14 +255,10 @@ impl<'a> Store<'a> {
         let Some(entry) = self.find(kind, key)? else {
             return Ok(None);
         };
-        let generation = entry.generation_byte();
-        let payload = entry.payload();
-        // Acquire: pairs with the Release of the expiry's compare-and-swap, which the writer
-        // made after the value's, so the value read next is at least as new as the expiry.
-        let expiry = payload[expiry_at].load(Ordering::Acquire);
-        let value = payload[value_at].load(Ordering::Acquire);
-        let ours = timed::generation(expiry) == generation && timed::generation(value) == generation;
-        Ok((ours && timed::alive(timed::decode_expiry(expiry), now)).then(|| timed::decode_value(value)))
+        Ok(match read_timed(&entry, [value_at, expiry_at], now) {
+            Timed::Alive { value, .. } => Some(value),
+            Timed::Absent | Timed::Recycled => None,
+        })
     }
 
     /// Deletes every counter and status whose key satisfies `matches`; returns how many.
@@ -283,6 +275,32 @@ impl<'a> Store<'a> {
 
     pub fn usage(&self, now: u64) -> [Usage; 2] {
         [self.counters.usage(now), self.statuses.usage(now)]
+    }
+}
+
+/// A timed value as read from a slot.
+enum Timed {
+    /// Never saved, or expired.
+    Absent,
+    /// The words belong to another generation: the slot was recycled under the reader.
+    Recycled,
+    /// The value, and the word that holds it (for a compare-and-swap).
+    Alive { word: u64, value: i64 },
+}
+
+fn read_timed(entry: &Entry<'_>, [value_at, expiry_at]: [usize; 2], now: u64) -> Timed {
+    let generation = entry.generation_byte();
+    let payload = entry.payload();
+    // Acquire: pairs with the Release of the expiry's compare-and-swap, which the writer made
+    // after the value's, so the value read next is at least as new as the expiry.
+    let expiry = payload[expiry_at].load(Ordering::Acquire);
+    let word = payload[value_at].load(Ordering::Acquire);
+    if timed::generation(expiry) != generation || timed::generation(word) != generation {
+        Timed::Recycled
+    } else if timed::alive(timed::decode_expiry(expiry), now) {
+        Timed::Alive { word, value: timed::decode_value(word) }
+    } else {
+        Timed::Absent
     }
 }
 

@@ -390,6 +390,12 @@ impl<'a> Table<'a> {
         Err(TableError::Contended)
     }
 
+    /// Makes sure `entry`, found with `find`, is kept until at least `keep_until`: for a write
+    /// decided after reading. `None` if its slot was recycled meanwhile.
+    pub fn keep_entry(&self, entry: Entry<'a>, now: u64, keep_until: u64) -> Option<Entry<'a>> {
+        self.keep(entry, now, clamp_seconds(keep_until))
+    }
+
     /// Makes sure `entry` is kept until `keep_until`; `None` if its slot was recycled.
     fn keep(&self, entry: Entry<'a>, now: u64, keep_until: u32) -> Option<Entry<'a>> {
         let mut tag = entry.tag;
