@@ -13,25 +13,33 @@ use ext_php_rs::{info_table_end, info_table_header, info_table_row, info_table_s
 use once_cell::sync::OnceCell;
 
 use crate::adapter::storage_exception;
-use crate::segment::{Segment, Settings};
+use crate::segment::{Backing, Segment, Settings};
 use crate::store::Store;
 
 pub const INI_MAX_SERVICES: &str = "ganesha_shm.max_services";
 pub const INI_MAX_KEY_LENGTH: &str = "ganesha_shm.max_key_length";
+pub const INI_PATH: &str = "ganesha_shm.path";
+pub const INI_MODE: &str = "ganesha_shm.mode";
 
 const DEFAULT_MAX_SERVICES: u64 = 1024;
 const DEFAULT_MAX_KEY_LENGTH: u64 = 160;
+const DEFAULT_MODE: u32 = 0o600;
 
-/// Both settings size the segment, so they can only be set where PHP starts (php.ini, `-d`).
-static INI_ENTRIES: IniEntryDefs<3> = IniEntryDefs::new([
+/// Every setting shapes the segment, so they can only be set where PHP starts (php.ini, `-d`).
+static INI_ENTRIES: IniEntryDefs<5> = IniEntryDefs::new([
     IniEntryDef::new(c"ganesha_shm.max_services", c"1024", IniEntryPermission::System),
     IniEntryDef::new(c"ganesha_shm.max_key_length", c"160", IniEntryPermission::System),
+    IniEntryDef::new(c"ganesha_shm.path", c"", IniEntryPermission::System),
+    IniEntryDef::new(c"ganesha_shm.mode", c"0600", IniEntryPermission::System),
     IniEntryDef::end(),
 ]);
 
-/// The segment of this process: created at startup, inherited by the processes forked after.
-/// `Err` holds why it could not be created; every store call then throws that reason.
+/// The segment of this process: created or mapped at startup, inherited by the processes
+/// forked after. `Err` holds why there is none; every store call then throws that reason.
 static SEGMENT: OnceCell<Result<Segment, String>> = OnceCell::new();
+
+/// Why the file of `ganesha_shm.path` was refused, when it was.
+static PATH_REFUSAL: OnceCell<String> = OnceCell::new();
 
 #[php_module]
 #[php(startup = "startup")]
@@ -51,6 +59,21 @@ pub fn startup(_ty: i32, module_number: i32) -> i32 {
         max_services: setting(&ini, INI_MAX_SERVICES, DEFAULT_MAX_SERVICES, Settings::MAX_SERVICES_RANGE),
         max_key_length: setting(&ini, INI_MAX_KEY_LENGTH, DEFAULT_MAX_KEY_LENGTH, Settings::MAX_KEY_LENGTH_RANGE),
     };
+    let path = ini.get(INI_PATH).cloned().flatten().unwrap_or_default();
+    if !path.is_empty() {
+        let mode = mode_setting(&ini);
+        match Segment::open_file(std::path::Path::new(&path), settings, mode) {
+            Ok(segment) => {
+                let _ = SEGMENT.set(Ok(segment));
+                return 0;
+            }
+            Err(refusal) => {
+                let reason = format!("{INI_PATH}={path:?} refused: {refusal}");
+                warn(&format!("{reason}; using an anonymous segment, shared only with this process's children"));
+                let _ = PATH_REFUSAL.set(reason);
+            }
+        }
+    }
     let segment = Segment::create_anonymous(settings).map_err(|e| {
         let reason = format!(
             "cannot create a shared memory segment of {} bytes: {e}",
@@ -76,6 +99,29 @@ fn setting(ini: &HashMap<String, Option<String>>, name: &str, default: u64, (min
             warn(&format!("{name}={raw:?} is not a whole number from {min} to {max}; using {default}"));
             default
         }
+    }
+}
+
+/// `ganesha_shm.mode`: octal permissions for a new segment file and the most an existing one
+/// may grant; it must let the owner read and write. Otherwise a startup warning and 0600.
+fn mode_setting(ini: &HashMap<String, Option<String>>) -> u32 {
+    let raw = ini.get(INI_MODE).cloned().flatten().unwrap_or_default();
+    match u32::from_str_radix(raw.trim().trim_start_matches("0o"), 8) {
+        Ok(mode) if mode <= 0o777 && mode & 0o600 == 0o600 => mode,
+        _ => {
+            warn(&format!(
+                "{INI_MODE}={raw:?} is not octal permissions from 0600 to 0777 that let the owner read and write; using 0600"
+            ));
+            DEFAULT_MODE
+        }
+    }
+}
+
+/// What `ganesha_shm_info()` and `phpinfo()` say the segment is: "anonymous" or its path.
+fn backing_name(segment: &Segment) -> String {
+    match segment.backing() {
+        Backing::Anonymous => "anonymous".into(),
+        Backing::File(path) => path.display().to_string(),
     }
 }
 
@@ -175,7 +221,10 @@ pub fn ganesha_shm_info() -> PhpResult<ZBox<ZendHashTable>> {
     let mut info = ZendHashTable::new();
     let failed = |e: ext_php_rs::error::Error| storage_exception(format!("ganesha_shm: {e}"));
     info.insert("version", env!("CARGO_PKG_VERSION")).map_err(failed)?;
-    info.insert("segment", "anonymous").map_err(failed)?;
+    info.insert("segment", backing_name(segment).as_str()).map_err(failed)?;
+    if let Some(reason) = PATH_REFUSAL.get() {
+        info.insert("path_refused", reason.as_str()).map_err(failed)?;
+    }
     for (name, value, _) in figures(segment) {
         info.insert(name, value.min(i64::MAX as u64) as i64).map_err(failed)?;
     }
@@ -189,7 +238,15 @@ pub extern "C" fn info(_module: *mut ModuleEntry) {
     info_table_row!("Version", env!("CARGO_PKG_VERSION"));
     match SEGMENT.get() {
         Some(Ok(segment)) => {
-            info_table_row!("Segment", "anonymous (shared with the processes forked after startup)");
+            match segment.backing() {
+                Backing::Anonymous => {
+                    info_table_row!("Segment", "anonymous (shared with the processes forked after startup)")
+                }
+                Backing::File(_) => info_table_row!("Segment", backing_name(segment)),
+            }
+            if let Some(reason) = PATH_REFUSAL.get() {
+                info_table_row!("Path refused", reason.as_str());
+            }
             for (name, value, _) in figures(segment) {
                 info_table_row!(name, value.to_string());
             }
@@ -201,7 +258,7 @@ pub extern "C" fn info(_module: *mut ModuleEntry) {
     info_table_start!();
     info_table_header!("Directive", "Value");
     let ini = ExecutorGlobals::get().ini_values();
-    for name in [INI_MAX_SERVICES, INI_MAX_KEY_LENGTH] {
+    for name in [INI_MAX_SERVICES, INI_MAX_KEY_LENGTH, INI_PATH, INI_MODE] {
         let value = ini.get(name).cloned().flatten().unwrap_or_default();
         info_table_row!(name, value);
     }

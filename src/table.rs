@@ -17,6 +17,8 @@
 //!   home it is was ever placed. Lookups probe that far and no farther; it only grows.
 //! * `owner`: `[generation: 32][pid: 32]` of the process that claimed the slot, so that a claim
 //!   left by a process that no longer exists is taken over at once rather than after a timeout.
+//!   The pid is 0 when the claimer's process ids cannot be checked by the others (see
+//!   `Table::new`).
 //! * `payload`: the caller's words. A claim sets each to `generation_byte << 56`, so callers
 //!   can keep the slot's generation in their words and have a writer that looked the slot up
 //!   before it was recycled fail its compare-and-swap.
@@ -190,18 +192,20 @@ impl<'a> Slot<'a> {
     }
 
     /// Whether a slot seen with `tag` may be taken by a new key at `now`: free, expired, or
-    /// claimed by a process that has timed out or no longer exists.
-    fn claimable(&self, tag: Tag, now: u64) -> bool {
-        tag.claimable(now) || matches!(tag.state(), State::Reserved | State::Pending) && self.claimer_is_gone(tag)
+    /// claimed by a process that has timed out or (when `check_claimer`) no longer exists.
+    fn claimable(&self, tag: Tag, now: u64, check_claimer: bool) -> bool {
+        tag.claimable(now)
+            || check_claimer && matches!(tag.state(), State::Reserved | State::Pending) && self.claimer_is_gone(tag)
     }
 
     /// Whether the process that claimed this slot, seen RESERVED or PENDING with `tag`, has
     /// ended. False when unsure: the owner word may still be a previous claim's (another
-    /// generation), or the process may exist under another user (EPERM).
+    /// generation), its pid unrecorded (0), or the process may exist under another user (EPERM).
     fn claimer_is_gone(&self, tag: Tag) -> bool {
         // Acquire: pairs with the Release store of the owner after the claim.
         let owner = self.owner().load(Ordering::Acquire);
-        (owner >> 32) as u32 == tag.generation() && !process_exists(owner as u32)
+        let pid = owner as u32;
+        (owner >> 32) as u32 == tag.generation() && pid != 0 && !process_exists(pid)
     }
 
     fn payload(&self) -> &'a [AtomicU64] {
@@ -288,24 +292,30 @@ pub struct Table<'a> {
     payload_words: usize,
     max_key_length: usize,
     seed: u64,
+    /// This process's id, recorded in its claims, when the processes sharing the table can
+    /// check each other's: then claims left by processes that are gone are taken over at once.
+    claimer: Option<u32>,
     stats: Stats<'a>,
 }
 
 impl<'a> Table<'a> {
     /// A table over `words`, which must hold exactly `slots` slots of the given sizes.
+    /// `claimer`: this process's id, if every process that records one in this table shares
+    /// this process's process-id namespace (see `Segment::checks_claimers`).
     pub fn new(
         words: &'a [AtomicU64],
         slots: usize,
         payload_words: usize,
         max_key_length: usize,
         seed: u64,
+        claimer: Option<u32>,
         stats: Stats<'a>,
     ) -> Self {
         let key_words = key_words(max_key_length);
         let slot_words = slot_words(payload_words, key_words);
         assert_eq!(words.len(), slots * slot_words, "table words do not match its layout");
         assert!(slots > 0, "a table needs at least one slot");
-        Self { words, slots, slot_words, payload_words, max_key_length, seed, stats }
+        Self { words, slots, slot_words, payload_words, max_key_length, seed, claimer, stats }
     }
 
     #[cfg(test)]
@@ -430,7 +440,7 @@ impl<'a> Table<'a> {
         for (distance, (index, slot)) in self.probe(home, self.slots).enumerate() {
             // Acquire: a FREE or expired slot's old contents are overwritten only after this.
             let seen = Tag(slot.tag().load(Ordering::Acquire));
-            if !slot.claimable(seen, now) {
+            if !slot.claimable(seen, now, self.claimer.is_some()) {
                 continue;
             }
             let generation = seen.generation().wrapping_add(1) & GENERATION_MASK;
@@ -441,7 +451,7 @@ impl<'a> Table<'a> {
                 continue;
             }
             // Release: whoever reads this owner with our generation reads our process id.
-            slot.owner().store((generation as u64) << 32 | std::process::id() as u64, Ordering::Release);
+            slot.owner().store((generation as u64) << 32 | self.claimer.unwrap_or(0) as u64, Ordering::Release);
             // Relaxed: statistics only.
             self.stats.claims.fetch_add(1, Ordering::Relaxed);
             if seen.state() != State::Free {
@@ -489,7 +499,7 @@ impl<'a> Table<'a> {
             let tag = Tag(slot.tag().load(Ordering::SeqCst));
             let contender = match tag.state() {
                 State::Live => true,
-                State::Pending => !slot.claimable(tag, now),
+                State::Pending => !slot.claimable(tag, now, self.claimer.is_some()),
                 State::Free | State::Reserved => false,
             };
             index != own && contender && slot.holds(tag, key)
@@ -543,8 +553,7 @@ impl<'a> Table<'a> {
     }
 }
 
-/// Whether a process with this id exists. Every process that maps an anonymous segment was
-/// forked from the one that created it, so they share its process-id namespace.
+/// Whether a process with this id, in this process's process-id namespace, exists.
 fn process_exists(pid: u32) -> bool {
     let Ok(pid) = libc::pid_t::try_from(pid) else {
         return true;
@@ -589,8 +598,13 @@ mod tests {
         }
 
         pub(crate) fn table(&self) -> Table<'_> {
+            self.table_claimed_by(Some(std::process::id()))
+        }
+
+        /// The table as a process records and checks claimers (`Some`) or does not.
+        pub(crate) fn table_claimed_by(&self, claimer: Option<u32>) -> Table<'_> {
             let stats = Stats { claims: &self.stats[0], reclaims: &self.stats[1], full_errors: &self.stats[2] };
-            Table::new(&self.words, self.slots, self.payload_words, self.key_words * 8, 42, stats)
+            Table::new(&self.words, self.slots, self.payload_words, self.key_words * 8, 42, claimer, stats)
         }
     }
 
@@ -739,6 +753,25 @@ mod tests {
         table.slot(1).tag().store(Tag::new(State::Pending, 6, 100).0, Ordering::Relaxed);
         table.slot(1).owner().store(5 << 32 | dead_pid() as u64, Ordering::Relaxed);
         assert_eq!(table.find_or_insert(b"a", 101, 200).err(), Some(TableError::Full { slots: 2 }));
+    }
+
+    #[test]
+    fn processes_that_cannot_check_claimers_neither_record_nor_trust_pids() {
+        let fixture = Fixture::new(2, 1, 1);
+        let unchecked = fixture.table_claimed_by(None);
+        let dead = dead_pid();
+        for (index, state) in [(0, State::Pending), (1, State::Reserved)] {
+            unchecked.slot(index).tag().store(Tag::new(state, 5, 100).0, Ordering::Relaxed);
+            unchecked.slot(index).owner().store(5 << 32 | dead as u64, Ordering::Relaxed);
+        }
+        assert_eq!(unchecked.find_or_insert(b"a", 101, 200).err(), Some(TableError::Full { slots: 2 }));
+        unchecked.find_or_insert(b"a", 100 + PENDING_TIMEOUT + 1, 200).unwrap();
+        // its own claims carry no pid, so a checking process never judges them by one
+        let claimed = unchecked.slot(0).owner().load(Ordering::Relaxed);
+        assert_eq!(claimed as u32, 0);
+        let checking = fixture.table();
+        checking.slot(0).tag().store(Tag::new(State::Reserved, (claimed >> 32) as u32, 300).0, Ordering::Relaxed);
+        assert!(!checking.slot(0).claimer_is_gone(Tag(checking.slot(0).tag().load(Ordering::Relaxed))));
     }
 
     /// The id of a process that has exited and been reaped.
