@@ -109,9 +109,11 @@ namespace Zeusi\GaneshaShmAdapter {
 
 namespace {
     /**
-     * Figures of the shared-memory store of this process.
+     * Figures of the shared-memory store of this process. `segment` is "anonymous" or the
+     * path of the segment file (ganesha_shm.path); `path_refused`, present only when the file
+     * of ganesha_shm.path was refused at startup, says why.
      *
-     * @return array{version: string, segment: string, segment_bytes: int, layout_version: int,
+     * @return array{version: string, segment: string, path_refused?: string, segment_bytes: int, layout_version: int,
      *     max_services: int, max_key_length: int, counter_slots: int, counter_slot_bytes: int,
      *     status_slots: int, status_slot_bytes: int, bytes_per_service: int,
      *     counter_slots_used: int, status_slots_used: int, expired_slots: int, claims: int, reclaims: int,
