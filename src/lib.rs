@@ -14,6 +14,9 @@
 mod adapter;
 mod circuit;
 mod metrics;
+// Model-based (proptest) tests of the store against an in-memory model.
+#[cfg(test)]
+mod model_tests;
 mod module;
 mod segment;
 mod store;

@@ -760,4 +760,114 @@ mod tests {
         assert_eq!(parse_header(&bytes), Ok(layout));
         assert_eq!(parse_header(&bytes[..HEADER_BYTES - 1]), Err(HeaderError::Short { bytes: HEADER_BYTES - 1 }));
     }
+
+    /// The header parser and the store, fed arbitrary bytes: whatever a file holds, opening it
+    /// either refuses it or gives a store whose every operation returns, without panicking
+    /// (a panic would abort the PHP process) and without reaching outside the mapping.
+    mod fuzz {
+        use super::*;
+        use crate::store::Store;
+        use crate::window::Window;
+        use proptest::collection::vec;
+        use proptest::prelude::*;
+
+        fn header_bytes(words: &[u64]) -> Vec<u8> {
+            words.iter().flat_map(|w| w.to_ne_bytes()).collect()
+        }
+
+        /// Header words the parser checks; the others (seed, statistics, namespace, spare) may
+        /// hold anything.
+        const CHECKED: [usize; 6] = [
+            header::MAGIC,
+            header::LAYOUT_VERSION,
+            header::SEGMENT_BYTES,
+            header::MAX_SERVICES,
+            header::MAX_KEY_LENGTH,
+            header::RING_BUCKETS,
+        ];
+
+        proptest! {
+            #![proptest_config(ProptestConfig { cases: 4000, failure_persistence: None, ..ProptestConfig::default() })]
+
+            #[test]
+            fn arbitrary_bytes_parse_to_an_error_or_a_consistent_layout(bytes in vec(any::<u8>(), 0..200)) {
+                if let Ok(layout) = parse_header(&bytes) {
+                    prop_assert!(layout.settings.in_range());
+                    prop_assert_eq!(&bytes[..8], b"GANESHM1");
+                }
+            }
+
+            #[test]
+            fn a_header_with_one_word_changed_is_refused_or_describes_what_it_says(
+                max_services in 1u64..5000,
+                max_key_length in 8u64..4097,
+                index in 0..header::WORDS,
+                value in prop_oneof![any::<u64>(), 0u64..10_000_000],
+            ) {
+                let layout = Layout::new(Settings { max_services, max_key_length });
+                let mut words = header_words(&layout, 7, 9);
+                words[index] = value;
+                match parse_header(&header_bytes(&words)) {
+                    Ok(parsed) => {
+                        prop_assert_eq!(parsed.segment_bytes() as u64, words[header::SEGMENT_BYTES]);
+                        prop_assert_eq!(parsed.settings.max_services, words[header::MAX_SERVICES]);
+                        prop_assert_eq!(parsed.settings.max_key_length, words[header::MAX_KEY_LENGTH]);
+                    }
+                    Err(_) => prop_assert!(CHECKED.contains(&index), "word {} is not checked", index),
+                }
+            }
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig { cases: 150, failure_persistence: None, ..ProptestConfig::default() })]
+
+            #[test]
+            fn a_store_over_garbage_tables_never_panics(
+                garbage in vec((0u8..4, any::<u64>()), Layout::new(settings(2)).total_words() - header::WORDS),
+                now in 0u64..4_000_000_000,
+            ) {
+                let dir = TempDir::new();
+                let path = dir.file("circuits");
+                let keys = [&b"svc.failure"[..], b"", &[0xff; 160]];
+                let window = Window::new(60, None).unwrap();
+                let exercise = |store: &Store<'_>| {
+                    for key in keys {
+                        let _ = store.increment(key, &window, now);
+                        let _ = store.load(key, &window, now);
+                        let _ = store.change_count(key, now, true, |count| count.saturating_sub(1));
+                        let _ = store.load_count(key, now);
+                        let _ = store.save_last_failure_time(key, now as i64, 60, now);
+                        let _ = store.claim_trial(key, now, 10, 60);
+                        let _ = store.peek_last_failure_time(key, now);
+                        let _ = store.save_status(key, 2, now);
+                        let _ = store.load_status(key, now);
+                    }
+                    let _ = store.live_keys(now);
+                    let _ = store.usage(now);
+                    let _ = store.remove_matching(|key| key.starts_with(b"svc"));
+                };
+                // real slots first, so that the damage below hits keys the store will look up
+                exercise(&Store::new(&Segment::open_file(&path, settings(2), 0o600).unwrap()));
+                let file = OpenOptions::new().read(true).write(true).open(&path).unwrap();
+                let mut bytes = vec![0; garbage.len() * 8];
+                file.read_exact_at(&mut bytes, HEADER_BYTES as u64).unwrap();
+                let damaged: Vec<u64> = bytes
+                    .chunks(8)
+                    .zip(&garbage)
+                    .map(|(word, &(how, noise))| {
+                        let word = u64::from_ne_bytes(word.try_into().unwrap());
+                        match how {
+                            0 => word,
+                            1 => word ^ noise,
+                            2 => noise % 300,
+                            _ => noise,
+                        }
+                    })
+                    .collect();
+                file.write_all_at(&header_bytes(&damaged), HEADER_BYTES as u64).unwrap();
+
+                exercise(&Store::new(&Segment::open_file(&path, settings(2), 0o600).unwrap()));
+            }
+        }
+    }
 }
