@@ -1,4 +1,4 @@
-//! The module: INI settings, the segment created at startup, `phpinfo()`, `ganesha_shm_info()`.
+//! The module: INI settings, the segment made at startup, `phpinfo()`, `ganesha_shm_info()`.
 
 use std::collections::HashMap;
 use std::ffi::CString;
@@ -51,7 +51,8 @@ pub fn get_module(module: ModuleBuilder) -> ModuleBuilder {
         .info_function(info)
 }
 
-/// MINIT: registers the settings and creates the segment.
+/// MINIT: registers the settings and makes the segment: the file of `ganesha_shm.path` when
+/// one is set and can be used, else an anonymous one.
 pub fn startup(_ty: i32, module_number: i32) -> i32 {
     IniEntryDef::register(INI_ENTRIES.as_slice(), module_number);
     let ini = ExecutorGlobals::get().ini_values();
@@ -59,32 +60,35 @@ pub fn startup(_ty: i32, module_number: i32) -> i32 {
         max_services: setting(&ini, INI_MAX_SERVICES, DEFAULT_MAX_SERVICES, Settings::MAX_SERVICES_RANGE),
         max_key_length: setting(&ini, INI_MAX_KEY_LENGTH, DEFAULT_MAX_KEY_LENGTH, Settings::MAX_KEY_LENGTH_RANGE),
     };
-    let path = ini.get(INI_PATH).cloned().flatten().unwrap_or_default();
-    if !path.is_empty() {
-        let mode = mode_setting(&ini);
-        match Segment::open_file(std::path::Path::new(&path), settings, mode) {
-            Ok(segment) => {
-                let _ = SEGMENT.set(Ok(segment));
-                return 0;
-            }
-            Err(refusal) => {
-                let reason = format!("{INI_PATH}={path:?} refused: {refusal}");
-                warn(&format!("{reason}; using an anonymous segment, shared only with this process's children"));
-                let _ = PATH_REFUSAL.set(reason);
-            }
-        }
-    }
-    let segment = Segment::create_anonymous(settings).map_err(|e| {
+    let segment = file_segment(&ini, settings).map_or_else(|| anonymous_segment(settings), Ok);
+    // A second MINIT in one process (not done by PHP) would keep the first segment.
+    let _ = SEGMENT.set(segment);
+    0
+}
+
+/// The segment file of `ganesha_shm.path`, if one is set and passes the checks; a refused file
+/// is logged in one line and its reason kept for `ganesha_shm_info()`.
+fn file_segment(ini: &HashMap<String, Option<String>>, settings: Settings) -> Option<Segment> {
+    let path = ini.get(INI_PATH).cloned().flatten().filter(|path| !path.is_empty())?;
+    Segment::open_file(std::path::Path::new(&path), settings, mode_setting(ini))
+        .map_err(|refusal| {
+            let reason = format!("{INI_PATH}={path:?} refused: {refusal}");
+            warn(&format!("{reason}; using an anonymous segment, shared only with this process's children"));
+            let _ = PATH_REFUSAL.set(reason);
+        })
+        .ok()
+}
+
+/// An anonymous segment, or why none could be created.
+fn anonymous_segment(settings: Settings) -> Result<Segment, String> {
+    Segment::create_anonymous(settings).map_err(|e| {
         let reason = format!(
             "cannot create a shared memory segment of {} bytes: {e}",
             crate::segment::Layout::new(settings).segment_bytes()
         );
         warn(&reason);
         reason
-    });
-    // A second MINIT in one process (not done by PHP) would keep the first segment.
-    let _ = SEGMENT.set(segment);
-    0
+    })
 }
 
 /// An integer setting within `range`; out of range or not a number: a startup warning and the
