@@ -323,9 +323,10 @@ impl Segment {
             // The umask may have taken bits off `mode`; the file gets exactly `mode`.
             file.set_permissions(std::fs::Permissions::from_mode(mode))?;
             allocate(&file, layout.segment_bytes() as u64)?;
-            // SAFETY: as in `create_anonymous`: the file has no name but its temporary one,
-            // which nobody else opens (create_new), until it is complete and linked below;
-            // from then on every access to it is atomic (see `words`).
+            // SAFETY: until it is linked below, the file's only name is a temporary one that this
+            // process just created (create_new) and that no other process has a reason to open;
+            // once linked, every access to it is atomic (see `words`), and truncating it is what
+            // `map_existing` discusses.
             let map = unsafe { MmapMut::map_mut(&file)? };
             let segment = Self { map, layout, backing: Backing::File(path.to_path_buf()) };
             segment.write_header();
