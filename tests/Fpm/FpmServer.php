@@ -97,9 +97,10 @@ final class FpmServer
      *
      * @param array<string, scalar> $ini more -d settings of PHP (e.g. ganesha_shm.max_services)
      * @param 'static'|'ondemand' $pm
-     * @param int|null $maxRequests pm.max_requests: requests a worker serves before it is replaced
+     * @param array<string, scalar> $pool more directives of the pool (e.g. pm.max_requests,
+     *     request_terminate_timeout)
      */
-    public static function start(array $ini = [], string $pm = 'static', int $maxChildren = 4, ?int $maxRequests = null): self
+    public static function start(array $ini = [], string $pm = 'static', int $maxChildren = 4, array $pool = []): self
     {
         $missing = self::missing();
         if ($missing !== null) {
@@ -110,7 +111,7 @@ final class FpmServer
             throw new \RuntimeException("Could not create {$dir}");
         }
         $server = new self($dir, self::freePort(), $pm, $maxChildren);
-        \file_put_contents($dir . '/php-fpm.conf', $server->config($maxRequests));
+        \file_put_contents($dir . '/php-fpm.conf', $server->config($pool));
 
         $command = [self::binary(), '-n', '-F', '-y', $dir . '/php-fpm.conf'];
         if (\function_exists('posix_geteuid') && \posix_geteuid() === 0) {
@@ -364,9 +365,10 @@ final class FpmServer
         self::remove($this->dir);
     }
 
-    private function config(?int $maxRequests): string
+    /** @param array<string, scalar> $directives more directives of the pool */
+    private function config(array $directives): string
     {
-        $pool = [
+        $pool = $directives + [
             'listen' => '127.0.0.1:' . $this->port,
             'pm' => $this->pm,
             'pm.max_children' => $this->maxChildren,
@@ -377,9 +379,6 @@ final class FpmServer
         ];
         if ($this->pm === 'ondemand') {
             $pool['pm.process_idle_timeout'] = '3s';
-        }
-        if ($maxRequests !== null) {
-            $pool['pm.max_requests'] = $maxRequests;
         }
         // tests/autoload.php finds Ganesha there when it is not in vendor/; php-fpm clears the
         // environment of its workers (clear_env=yes) but for what the pool passes

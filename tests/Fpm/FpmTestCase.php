@@ -62,9 +62,9 @@ abstract class FpmTestCase extends TestCase
      * @param array<string, scalar> $ini
      * @param 'static'|'ondemand' $pm
      */
-    protected function startFpm(array $ini = [], string $pm = 'static', int $maxChildren = 4, ?int $maxRequests = null): FpmServer
+    protected function startFpm(array $ini = [], string $pm = 'static', int $maxChildren = 4, array $pool = []): FpmServer
     {
-        $server = FpmServer::start($ini, $pm, $maxChildren, $maxRequests);
+        $server = FpmServer::start($ini, $pm, $maxChildren, $pool);
         $this->servers[] = $server;
 
         return $server;

@@ -8,8 +8,9 @@ use Zeusi\GaneshaShmAdapter\Tests\Support\Unique;
 
 /**
  * Workers come and go; the segment stays with the master. A worker SIGKILLed in the middle of
- * its increments, and workers recycled by pm.max_requests, are replaced by new processes
- * that see every count the old ones completed, and keep counting.
+ * its increments, one ended by request_terminate_timeout, and workers recycled by
+ * pm.max_requests are replaced by new processes that see every count the old ones completed,
+ * and keep counting.
  */
 final class WorkerLifecycleTest extends FpmTestCase
 {
@@ -23,6 +24,39 @@ final class WorkerLifecycleTest extends FpmTestCase
     public function testAWorkerKilledWhileIncrementingIsReplacedAndNothingIsLost(): void
     {
         $server = $this->startFpm(maxChildren: self::WORKERS);
+
+        [$victim, $completed, $new, $read] = $this->interruptLoopingRequest($server, static function (int $victim): void {
+            self::assertTrue(\posix_kill($victim, self::SIGKILL));
+        });
+
+        self::assertStringContainsString("child {$victim} exited on signal 9 (SIGKILL)", $server->fpmLog());
+        self::report(\sprintf('worker %d SIGKILLed after %d increments, replaced by %d, which read %d', $victim, $completed, $new, $read));
+    }
+
+    /** php-fpm's own way of killing a worker: a request running past request_terminate_timeout. */
+    public function testAWorkerEndedByRequestTerminateTimeoutIsReplacedAndNothingIsLost(): void
+    {
+        $server = $this->startFpm(maxChildren: self::WORKERS, pool: ['request_terminate_timeout' => '1s']);
+
+        [$victim, $completed, $new, $read] = $this->interruptLoopingRequest($server, null);
+
+        self::assertMatchesRegularExpression("/child {$victim}, script .* execution timed out/", $server->fpmLog());
+        self::report(\sprintf('worker %d ended by request_terminate_timeout=1s after %d increments, replaced by %d, which read %d', $victim, $completed, $new, $read));
+    }
+
+    /**
+     * Starts a request that increments one key in a loop, 2 ms apart; once it has done 50,
+     * $interrupt (or php-fpm itself, when null) ends its worker. Then: the master replaces the
+     * worker, the killed request got no answer, every worker (the new one included) reads the
+     * increments the killed one completed (and maybe the one it was killed after) and the 40 of
+     * another key done before, and 40 more increments all land.
+     *
+     * @param (callable(int): void)|null $interrupt given the pid of the worker running the loop
+     * @return array{int, int, int, int} the worker ended, the increments it completed, its
+     *     replacement, and the count the replacement read
+     */
+    private function interruptLoopingRequest(FpmServer $server, ?callable $interrupt): array
+    {
         $before = $server->workerPids();
         $done = Unique::name('killed_done_');
         $looped = Unique::name('killed_loop_');
@@ -49,7 +83,9 @@ final class WorkerLifecycleTest extends FpmTestCase
             [$victim] = $this->waitForProgress($progress, 50);
             self::assertContains($victim, $before, 'the loop runs in one of the workers');
 
-            self::assertTrue(\posix_kill($victim, self::SIGKILL));
+            if ($interrupt !== null) {
+                $interrupt($victim);
+            }
             $after = $this->waitForReplacement($server, $victim);
         } finally {
             // the client ends when its connection does, at once after the kill; else (the test
@@ -68,7 +104,6 @@ final class WorkerLifecycleTest extends FpmTestCase
         self::assertNotSame('200', $answer, 'the killed request got no answer');
         [$pid, $completed] = $this->progress($progress);
         self::assertSame($victim, $pid);
-        self::assertStringContainsString("child {$victim} exited on signal 9 (SIGKILL)", $server->fpmLog());
 
         $new = \array_values(\array_diff($after, $before));
         self::assertCount(1, $new, 'one new worker: ' . \implode(' ', $after));
@@ -83,14 +118,15 @@ final class WorkerLifecycleTest extends FpmTestCase
         $total = self::total($server->clients(self::WORKERS, self::native(), ['op' => 'increment', 'key' => $looped], 10));
         self::assertSame([40, 0], [$total['ok'], $total['failed']]);
         self::assertSame([$looped => $looping + 40], $server->json(self::native(), ['op' => 'load', 'keys' => [$looped]])['counts']);
-        self::report(\sprintf('worker %d SIGKILLed after %d increments, replaced by %d, which read %d', $victim, $completed, $new[0], $looping));
+
+        return [$victim, $completed, $new[0], $looping];
     }
 
     public function testWorkersRecycledByMaxRequestsKeepTheCounts(): void
     {
         $maxRequests = 5;
         $requests = 60;
-        $server = $this->startFpm(maxChildren: self::WORKERS, maxRequests: $maxRequests);
+        $server = $this->startFpm(maxChildren: self::WORKERS, pool: ['pm.max_requests' => $maxRequests]);
         $before = $server->workerPids();
         $key = Unique::name('recycled_');
 
