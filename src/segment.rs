@@ -441,9 +441,8 @@ impl Segment {
         let words = &self.words()[offset..offset + slots * slot_words];
         // Relaxed: the seed is written once, before the segment is shared.
         let seed = self.header_word(header::HASH_SEED).load(Ordering::Relaxed);
-        let claimer = self.checks_claimers().then(std::process::id);
         let max_key_length = self.layout.settings.max_key_length as usize;
-        Table::new(words, slots, payload_words, max_key_length, seed, claimer, self.stats())
+        Table::new(words, slots, payload_words, max_key_length, seed, self.checks_claimers(), self.stats())
     }
 
     /// Keys to rings of buckets and last failure times.

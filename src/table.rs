@@ -292,30 +292,30 @@ pub struct Table<'a> {
     payload_words: usize,
     max_key_length: usize,
     seed: u64,
-    /// This process's id, recorded in its claims, when the processes sharing the table can
-    /// check each other's: then claims left by processes that are gone are taken over at once.
-    claimer: Option<u32>,
+    /// Whether claims record the claimer's process id and are taken over at once when that
+    /// process is gone: only when every process recording one shares this one's namespace.
+    checks_claimers: bool,
     stats: Stats<'a>,
 }
 
 impl<'a> Table<'a> {
     /// A table over `words`, which must hold exactly `slots` slots of the given sizes.
-    /// `claimer`: this process's id, if every process that records one in this table shares
-    /// this process's process-id namespace (see `Segment::checks_claimers`).
+    /// `checks_claimers`: whether every process that records its id in this table shares this
+    /// process's process-id namespace (see `Segment::checks_claimers`).
     pub fn new(
         words: &'a [AtomicU64],
         slots: usize,
         payload_words: usize,
         max_key_length: usize,
         seed: u64,
-        claimer: Option<u32>,
+        checks_claimers: bool,
         stats: Stats<'a>,
     ) -> Self {
         let key_words = key_words(max_key_length);
         let slot_words = slot_words(payload_words, key_words);
         assert_eq!(words.len(), slots * slot_words, "table words do not match its layout");
         assert!(slots > 0, "a table needs at least one slot");
-        Self { words, slots, slot_words, payload_words, max_key_length, seed, claimer, stats }
+        Self { words, slots, slot_words, payload_words, max_key_length, seed, checks_claimers, stats }
     }
 
     #[cfg(test)]
@@ -440,7 +440,7 @@ impl<'a> Table<'a> {
         for (distance, (index, slot)) in self.probe(home, self.slots).enumerate() {
             // Acquire: a FREE or expired slot's old contents are overwritten only after this.
             let seen = Tag(slot.tag().load(Ordering::Acquire));
-            if !slot.claimable(seen, now, self.claimer.is_some()) {
+            if !slot.claimable(seen, now, self.checks_claimers) {
                 continue;
             }
             let generation = seen.generation().wrapping_add(1) & GENERATION_MASK;
@@ -450,8 +450,10 @@ impl<'a> Table<'a> {
             if slot.tag().compare_exchange(seen.0, reserved.0, Ordering::AcqRel, Ordering::Relaxed).is_err() {
                 continue;
             }
-            // Release: whoever reads this owner with our generation reads our process id.
-            slot.owner().store((generation as u64) << 32 | self.claimer.unwrap_or(0) as u64, Ordering::Release);
+            // The process id is read now, not when the table was built: a process forked since
+            // must record its own. Release: whoever reads this owner with our generation reads it.
+            let pid = if self.checks_claimers { std::process::id() } else { 0 };
+            slot.owner().store((generation as u64) << 32 | pid as u64, Ordering::Release);
             // Relaxed: statistics only.
             self.stats.claims.fetch_add(1, Ordering::Relaxed);
             if seen.state() != State::Free {
@@ -499,7 +501,7 @@ impl<'a> Table<'a> {
             let tag = Tag(slot.tag().load(Ordering::SeqCst));
             let contender = match tag.state() {
                 State::Live => true,
-                State::Pending => !slot.claimable(tag, now, self.claimer.is_some()),
+                State::Pending => !slot.claimable(tag, now, self.checks_claimers),
                 State::Free | State::Reserved => false,
             };
             index != own && contender && slot.holds(tag, key)
@@ -598,13 +600,13 @@ mod tests {
         }
 
         pub(crate) fn table(&self) -> Table<'_> {
-            self.table_claimed_by(Some(std::process::id()))
+            self.table_checking_claimers(true)
         }
 
-        /// The table as a process records and checks claimers (`Some`) or does not.
-        pub(crate) fn table_claimed_by(&self, claimer: Option<u32>) -> Table<'_> {
+        /// The table as a process that records and checks claimers' ids, or does not.
+        pub(crate) fn table_checking_claimers(&self, checks_claimers: bool) -> Table<'_> {
             let stats = Stats { claims: &self.stats[0], reclaims: &self.stats[1], full_errors: &self.stats[2] };
-            Table::new(&self.words, self.slots, self.payload_words, self.key_words * 8, 42, claimer, stats)
+            Table::new(&self.words, self.slots, self.payload_words, self.key_words * 8, 42, checks_claimers, stats)
         }
     }
 
@@ -758,7 +760,7 @@ mod tests {
     #[test]
     fn processes_that_cannot_check_claimers_neither_record_nor_trust_pids() {
         let fixture = Fixture::new(2, 1, 1);
-        let unchecked = fixture.table_claimed_by(None);
+        let unchecked = fixture.table_checking_claimers(false);
         let dead = dead_pid();
         for (index, state) in [(0, State::Pending), (1, State::Reserved)] {
             unchecked.slot(index).tag().store(Tag::new(state, 5, 100).0, Ordering::Relaxed);
@@ -772,6 +774,28 @@ mod tests {
         let checking = fixture.table();
         checking.slot(0).tag().store(Tag::new(State::Reserved, (claimed >> 32) as u32, 300).0, Ordering::Relaxed);
         assert!(!checking.slot(0).claimer_is_gone(Tag(checking.slot(0).tag().load(Ordering::Relaxed))));
+    }
+
+    #[test]
+    fn a_process_forked_after_the_table_was_built_records_its_own_id() {
+        let fixture = Fixture::new(2, 1, 1);
+        let table = fixture.table();
+        table.find_or_insert(b"parent", 100, 200).unwrap();
+        // SAFETY: fork in a test process: the child only uses the table (its own copy of the
+        // fixture's words) and leaves with _exit.
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0);
+        if pid == 0 {
+            let entry = table.find_or_insert(b"child", 100, 200);
+            let recorded = (0..2).map(|index| table.slot(index).owner().load(Ordering::Relaxed) as u32);
+            let own = recorded.filter(|&pid| pid == std::process::id()).count();
+            // SAFETY: _exit ends the child without running the parent's test harness.
+            unsafe { libc::_exit(if entry.is_ok() && own == 1 { 0 } else { 1 }) };
+        }
+        let mut status = 0;
+        // SAFETY: waiting for the child forked above.
+        unsafe { libc::waitpid(pid, &mut status, 0) };
+        assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, "the child's claim carries the child's id");
     }
 
     /// The id of a process that has exited and been reaped.
