@@ -267,6 +267,8 @@ pub struct Segment {
     map: MmapMut,
     layout: Layout,
     backing: Backing,
+    /// See [`Segment::checks_claimers`]; read once, when the segment is mapped.
+    checks_claimers: bool,
 }
 
 impl Segment {
@@ -280,9 +282,7 @@ impl Segment {
         // behind our back. Nobody else can reach this file: a memfd or an unlinked file that
         // only this process holds, and only through this mapping from now on.
         let map = unsafe { MmapMut::map_mut(&file)? };
-        let segment = Self { map, layout, backing: Backing::Anonymous };
-        segment.write_header();
-        Ok(segment)
+        Ok(Self::new(map, layout, Backing::Anonymous, true))
     }
 
     /// Maps the segment file at `path`, creating it with permissions `mode` if it does not
@@ -328,8 +328,7 @@ impl Segment {
             // once linked, every access to it is atomic (see `words`), and truncating it is what
             // `map_existing` discusses.
             let map = unsafe { MmapMut::map_mut(&file)? };
-            let segment = Self { map, layout, backing: Backing::File(path.to_path_buf()) };
-            segment.write_header();
+            let segment = Self::new(map, layout, Backing::File(path.to_path_buf()), true);
             match std::fs::hard_link(&temporary, path) {
                 Ok(()) => Ok(Some(segment)),
                 Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(None),
@@ -377,7 +376,19 @@ impl Segment {
         if map.len() as u64 != expected {
             return Err(Refusal::Size { bytes: map.len() as u64, expected });
         }
-        Ok(Self { map, layout: found, backing: Backing::File(path.to_path_buf()) })
+        Ok(Self::new(map, found, Backing::File(path.to_path_buf()), false))
+    }
+
+    /// A segment over `map`; `fresh`: a new, zero-filled mapping, whose header it writes.
+    fn new(map: MmapMut, layout: Layout, backing: Backing, fresh: bool) -> Self {
+        let mut segment = Self { map, layout, backing, checks_claimers: false };
+        if fresh {
+            segment.write_header();
+        }
+        // Relaxed: written once before the segment was shared.
+        let creator = segment.header_word(header::PID_NAMESPACE).load(Ordering::Relaxed);
+        segment.checks_claimers = creator != 0 && creator == pid_namespace();
+        segment
     }
 
     /// Every word of the segment.
@@ -419,9 +430,7 @@ impl Segment {
     /// the namespace that created the segment record and check process ids; the others leave
     /// abandoned claims to the table's timeouts.
     pub fn checks_claimers(&self) -> bool {
-        // Relaxed: written once before the segment was shared.
-        let creator = self.header_word(header::PID_NAMESPACE).load(Ordering::Relaxed);
-        creator != 0 && creator == pid_namespace()
+        self.checks_claimers
     }
 
     pub fn layout_version(&self) -> u64 {
