@@ -4,7 +4,9 @@ declare(strict_types=1);
 
 namespace Zeusi\GaneshaShmAdapter\Tests\Fpm;
 
+use Zeusi\GaneshaShmAdapter\Tests\Support\Loopback;
 use Zeusi\GaneshaShmAdapter\Tests\Support\Php;
+use Zeusi\GaneshaShmAdapter\Tests\Support\TempDir;
 
 /**
  * A php-fpm master of the tests' own: `php-fpm -n -F -y <conf> -d extension=<the extension>`,
@@ -106,11 +108,8 @@ final class FpmServer
         if ($missing !== null) {
             throw new \LogicException($missing);
         }
-        $dir = \sys_get_temp_dir() . '/ganesha-shm-fpm-' . \bin2hex(\random_bytes(5));
-        if (!\mkdir($dir, 0700)) {
-            throw new \RuntimeException("Could not create {$dir}");
-        }
-        $server = new self($dir, self::freePort(), $pm, $maxChildren);
+        $dir = TempDir::create('ganesha-shm-fpm-');
+        $server = new self($dir, Loopback::freePort(), $pm, $maxChildren);
         \file_put_contents($dir . '/php-fpm.conf', $server->config($pool));
 
         $command = [self::binary(), '-n', '-F', '-y', $dir . '/php-fpm.conf'];
@@ -362,7 +361,7 @@ final class FpmServer
             }
         }
         \proc_close($process);
-        self::remove($this->dir);
+        TempDir::remove($this->dir);
     }
 
     /** @param array<string, scalar> $directives more directives of the pool */
@@ -442,31 +441,5 @@ final class FpmServer
         }
 
         return $decoded;
-    }
-
-    private static function freePort(): int
-    {
-        $socket = \stream_socket_server('tcp://127.0.0.1:0', $errno, $error);
-        if ($socket === false) {
-            throw new \RuntimeException("No free port: {$error}");
-        }
-        $name = (string) \stream_socket_get_name($socket, false);
-        \fclose($socket);
-
-        return (int) \substr($name, \strrpos($name, ':') + 1);
-    }
-
-    private static function remove(string $path): void
-    {
-        if (\is_dir($path) && !\is_link($path)) {
-            foreach (\scandir($path) ?: [] as $entry) {
-                if ($entry !== '.' && $entry !== '..') {
-                    self::remove($path . '/' . $entry);
-                }
-            }
-            @\rmdir($path);
-        } elseif (\file_exists($path) || \is_link($path)) {
-            @\unlink($path);
-        }
     }
 }

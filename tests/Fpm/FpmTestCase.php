@@ -6,6 +6,7 @@ namespace Zeusi\GaneshaShmAdapter\Tests\Fpm;
 
 use PHPUnit\Framework\TestCase;
 use Zeusi\GaneshaShmAdapter\Tests\Support\Autoload;
+use Zeusi\GaneshaShmAdapter\Tests\Support\TempDir;
 
 /**
  * Base of the fpm suite: every test starts php-fpm masters of its own (FpmServer), so every
@@ -38,10 +39,7 @@ abstract class FpmTestCase extends TestCase
             $server->stop();
         }
         foreach ($this->tempDirs as $dir) {
-            foreach (\glob($dir . '/{,.}[!.]*', \GLOB_BRACE) ?: [] as $file) {
-                @\unlink($file);
-            }
-            @\rmdir($dir);
+            TempDir::remove($dir);
         }
         $this->tempDirs = [];
     }
@@ -49,10 +47,7 @@ abstract class FpmTestCase extends TestCase
     /** A new empty directory, removed with the files in it after the test. */
     protected function tempDir(): string
     {
-        $dir = \sys_get_temp_dir() . '/ganesha-shm-fpm-test-' . \bin2hex(\random_bytes(5));
-        if (!\mkdir($dir, 0700)) {
-            throw new \RuntimeException("Could not create {$dir}");
-        }
+        $dir = TempDir::create('ganesha-shm-fpm-test-');
         $this->tempDirs[] = $dir;
 
         return $dir;

@@ -7,6 +7,7 @@ namespace Zeusi\GaneshaShmAdapter\Tests\Native;
 use PHPUnit\Framework\TestCase;
 use Zeusi\GaneshaShmAdapter\Tests\Support\FakeContext;
 use Zeusi\GaneshaShmAdapter\Tests\Support\Php;
+use Zeusi\GaneshaShmAdapter\Tests\Support\TempDir;
 use Zeusi\GaneshaShmAdapter\Tests\Support\TestAdapter;
 
 /**
@@ -26,19 +27,13 @@ final class PathSegmentTest extends TestCase
 
     protected function setUp(): void
     {
-        $this->dir = \sys_get_temp_dir() . '/ganesha_shm_path.' . \getmypid() . '.' . \bin2hex(\random_bytes(4));
-        \mkdir($this->dir, 0700);
+        $this->dir = TempDir::create('ganesha_shm_path.');
         $this->path = $this->dir . '/circuits';
     }
 
     protected function tearDown(): void
     {
-        foreach (\glob($this->dir . '/{,.}*', \GLOB_BRACE) ?: [] as $entry) {
-            if (\basename($entry) !== '.' && \basename($entry) !== '..') {
-                \is_dir($entry) && !\is_link($entry) ? \rmdir($entry) : \unlink($entry);
-            }
-        }
-        \rmdir($this->dir);
+        TempDir::remove($this->dir);
     }
 
     public function testProcessesThatAreNotParentAndChildShareTheCounters(): void

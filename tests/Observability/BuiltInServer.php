@@ -4,6 +4,7 @@ declare(strict_types=1);
 
 namespace Zeusi\GaneshaShmAdapter\Tests\Observability;
 
+use Zeusi\GaneshaShmAdapter\Tests\Support\Loopback;
 use Zeusi\GaneshaShmAdapter\Tests\Support\Php;
 
 /**
@@ -36,7 +37,7 @@ final class BuiltInServer
     public static function start(string $scratch): self
     {
         $root = \dirname(__DIR__, 2);
-        $port = self::freePort();
+        $port = Loopback::freePort();
         $server = new self($scratch . '/server.log', $port);
 
         $command = [
@@ -174,17 +175,5 @@ final class BuiltInServer
         }
 
         return $children;
-    }
-
-    private static function freePort(): int
-    {
-        $socket = \stream_socket_server('tcp://127.0.0.1:0', $errno, $error);
-        if ($socket === false) {
-            throw new \RuntimeException("No free port: {$error}");
-        }
-        $name = (string) \stream_socket_get_name($socket, false);
-        \fclose($socket);
-
-        return (int) \substr($name, \strrpos($name, ':') + 1);
     }
 }

@@ -4,6 +4,8 @@ declare(strict_types=1);
 
 namespace Zeusi\GaneshaShmAdapter\Tests\Observability;
 
+use Zeusi\GaneshaShmAdapter\Tests\Support\TempDir;
+
 /**
  * Headless Chromium (Debian's /usr/bin/chromium), each run with a new profile directory.
  */
@@ -53,8 +55,8 @@ final class Chromium
      */
     private function run(array $args): array
     {
-        $profile = Command::tempDir('chromium-profile-', $this->scratch);
-        $home = Command::tempDir('chromium-home-', $this->scratch);
+        $profile = TempDir::create('chromium-profile-', $this->scratch);
+        $home = TempDir::create('chromium-home-', $this->scratch);
 
         return Command::run(
             [

@@ -69,36 +69,6 @@ final class Command
         return null;
     }
 
-    /** A new directory named $stem + random hex, in $in (default: the system's temporary directory). */
-    public static function tempDir(string $stem, ?string $in = null): string
-    {
-        $dir = ($in ?? \sys_get_temp_dir()) . '/' . $stem . \bin2hex(\random_bytes(5));
-        if (!\mkdir($dir, 0700)) {
-            throw new \RuntimeException("Could not create {$dir}");
-        }
-
-        return $dir;
-    }
-
-    /** Removes $path and everything below it, without following symlinks. */
-    public static function remove(string $path): void
-    {
-        if (\is_link($path) || \is_file($path)) {
-            @\unlink($path);
-
-            return;
-        }
-        if (!\is_dir($path)) {
-            return;
-        }
-        foreach (\scandir($path) ?: [] as $entry) {
-            if ($entry !== '.' && $entry !== '..') {
-                self::remove($path . '/' . $entry);
-            }
-        }
-        @\rmdir($path);
-    }
-
     /** @param resource $stream */
     private static function contents($stream): string
     {

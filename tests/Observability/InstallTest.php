@@ -6,6 +6,7 @@ namespace Zeusi\GaneshaShmAdapter\Tests\Observability;
 
 use PHPUnit\Framework\TestCase;
 use Zeusi\GaneshaShmAdapter\Tests\Support\Autoload;
+use Zeusi\GaneshaShmAdapter\Tests\Support\TempDir;
 
 /**
  * bin/ganesha-shm-install, as an application gets it: `composer require` of this package into a
@@ -24,13 +25,13 @@ final class InstallTest extends TestCase
 
     protected function setUp(): void
     {
-        $this->scratch = Command::tempDir('ganesha-shm-install-');
+        $this->scratch = TempDir::create('ganesha-shm-install-');
     }
 
     protected function tearDown(): void
     {
         if ($this->scratch !== '') {
-            Command::remove($this->scratch);
+            TempDir::remove($this->scratch);
         }
     }
 

@@ -9,6 +9,7 @@ use Ackintosh\Ganesha\Storage\StorageKeys;
 use PHPUnit\Framework\TestCase;
 use Zeusi\GaneshaShmAdapter\SlidingTimeWindowShm;
 use Zeusi\GaneshaShmAdapter\Tests\Support\Autoload;
+use Zeusi\GaneshaShmAdapter\Tests\Support\TempDir;
 use Zeusi\GaneshaShmAdapter\Tests\Support\Unique;
 
 /**
@@ -34,7 +35,7 @@ final class StatusPageTest extends TestCase
         if ($missing !== null) {
             self::markTestSkipped($missing);
         }
-        $this->scratch = Command::tempDir('ganesha-shm-status-');
+        $this->scratch = TempDir::create('ganesha-shm-status-');
     }
 
     protected function tearDown(): void
@@ -44,7 +45,7 @@ final class StatusPageTest extends TestCase
         } finally {
             $this->server = null;
             if ($this->scratch !== '') {
-                Command::remove($this->scratch);
+                TempDir::remove($this->scratch);
             }
         }
     }
