@@ -2,14 +2,28 @@
 # Runs every test: the Rust unit tests, then the PHPUnit suites against the built extension.
 # The Ganesha suite runs when Ganesha is in vendor/ (composer install) or GANESHA_DIR points at
 # an exported ackintosh/ganesha; otherwise it is skipped with a message saying so.
+#
+# Arguments go to PHPUnit (e.g. --testsuite native). The environment it honours:
+#   CARGO_TARGET_DIR     where cargo builds (default target/)
+#   PHP_CONFIG, PHP      the PHP to build against and run (default: php-config and php on PATH)
+#   GANESHA_SHM_CARGO_TEST=0   skips `cargo test`, for a second PHPUnit run over the same build
+# On PHPUnit 10 and later a deprecation, PHPUnit's own included, fails the run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . .ci/install-deps
 
-cargo build --release
-cargo test --release
+php=${PHP:-php}
+target_dir=${CARGO_TARGET_DIR:-$PWD/target}
 
-export GANESHA_SHM_EXT="$PWD/target/release/libganesha_shm.so"
+cargo build --release
+[ "${GANESHA_SHM_CARGO_TEST:-1}" = 0 ] || cargo test --release
+
+export GANESHA_SHM_EXT="$target_dir/release/libganesha_shm.so"
 phpunit=/usr/bin/phpunit
 [ -x vendor/bin/phpunit ] && phpunit=vendor/bin/phpunit
-php -d "extension=$GANESHA_SHM_EXT" "$phpunit" -c phpunit.xml.dist "$@"
+strict=()
+major=$("$php" "$phpunit" --version | sed -nE 's/^PHPUnit ([0-9]+)\..*/\1/p')
+if [ "${major:-0}" -ge 10 ]; then
+    strict=(--display-deprecations --display-phpunit-deprecations --fail-on-deprecation --fail-on-phpunit-deprecation)
+fi
+"$php" -d "extension=$GANESHA_SHM_EXT" "$phpunit" -c phpunit.xml.dist "${strict[@]}" "$@"

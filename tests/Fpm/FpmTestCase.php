@@ -4,6 +4,7 @@ declare(strict_types=1);
 
 namespace Zeusi\GaneshaShmAdapter\Tests\Fpm;
 
+use PHPUnit\Framework\Attributes\RequiresPhpExtension;
 use PHPUnit\Framework\TestCase;
 use Zeusi\GaneshaShmAdapter\Tests\Support\Autoload;
 use Zeusi\GaneshaShmAdapter\Tests\Support\TempDir;
@@ -15,6 +16,7 @@ use Zeusi\GaneshaShmAdapter\Tests\Support\TempDir;
  *
  * @requires extension posix
  */
+#[RequiresPhpExtension('posix')]
 abstract class FpmTestCase extends TestCase
 {
     /** @var list<FpmServer> */

@@ -4,6 +4,7 @@ declare(strict_types=1);
 
 namespace Zeusi\GaneshaShmAdapter\Tests\Fpm;
 
+use PHPUnit\Framework\Attributes\DataProvider;
 use Zeusi\GaneshaShmAdapter\Tests\Support\Autoload;
 use Zeusi\GaneshaShmAdapter\Tests\Support\Unique;
 
@@ -32,6 +33,7 @@ final class SharedCountersTest extends FpmTestCase
      * @dataProvider pools
      * @param 'static'|'ondemand' $pm
      */
+    #[DataProvider('pools')]
     public function testIncrementsFromEveryWorkerAddUpExactly(string $pm): void
     {
         $server = $this->startFpm(pm: $pm);

@@ -10,6 +10,8 @@ use Ackintosh\Ganesha\Storage\Adapter\SlidingTimeWindowInterface;
 use Ackintosh\Ganesha\Storage\Adapter\TumblingTimeWindowInterface;
 use Ackintosh\Ganesha\Storage\AdapterInterface;
 use Ackintosh\Ganesha\Storage\StorageKeys;
+use PHPUnit\Framework\Attributes\DataProvider;
+use PHPUnit\Framework\Attributes\RequiresPhpExtension;
 use Zeusi\GaneshaShmAdapter\AbstractSlidingTimeWindowShm;
 use Zeusi\GaneshaShmAdapter\SlidingTimeWindowShm;
 use Zeusi\GaneshaShmAdapter\Tests\Support\Forks;
@@ -86,6 +88,7 @@ final class CircuitTest extends GaneshaTestCase
     /**
      * @requires extension pcntl
      */
+    #[RequiresPhpExtension('pcntl')]
     public function testCountsOfForkedProcessesThroughGaneshaAreExact(): void
     {
         $adapter = new SlidingTimeWindowShm();
@@ -229,6 +232,7 @@ final class CircuitTest extends GaneshaTestCase
     /**
      * @dataProvider invalidBuckets
      */
+    #[DataProvider('invalidBuckets')]
     public function testBuildRefusesBucketsThatDoNotFitTheWindow(int $timeWindow, int $bucketDuration): void
     {
         $builder = Builder::withRateStrategy()
@@ -261,6 +265,7 @@ final class CircuitTest extends GaneshaTestCase
     /**
      * @dataProvider validBuckets
      */
+    #[DataProvider('validBuckets')]
     public function testBuildAcceptsBucketsThatFitTheWindow(int $timeWindow, ?int $bucketDuration): void
     {
         $adapter = new SlidingTimeWindowShm($bucketDuration);

@@ -5,6 +5,7 @@ declare(strict_types=1);
 namespace Zeusi\GaneshaShmAdapter\Tests\Ganesha;
 
 use Ackintosh\Ganesha;
+use PHPUnit\Framework\Attributes\RequiresPhpExtension;
 use Zeusi\GaneshaShmAdapter\AbstractSlidingTimeWindowShm;
 use Zeusi\GaneshaShmAdapter\SlidingTimeWindowShm;
 use Zeusi\GaneshaShmAdapter\Tests\Support\Forks;
@@ -210,6 +211,8 @@ final class CountStrategyTest extends GaneshaTestCase
      * @requires extension pcntl
      * @requires extension posix
      */
+    #[RequiresPhpExtension('pcntl')]
+    #[RequiresPhpExtension('posix')]
     public function testConcurrentFailuresAndSuccessesAreExact(): void
     {
         $adapter = new SlidingTimeWindowShm();

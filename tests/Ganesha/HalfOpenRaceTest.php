@@ -5,6 +5,7 @@ declare(strict_types=1);
 namespace Zeusi\GaneshaShmAdapter\Tests\Ganesha;
 
 use Ackintosh\Ganesha;
+use PHPUnit\Framework\Attributes\RequiresPhpExtension;
 use Zeusi\GaneshaShmAdapter\SlidingTimeWindowShm;
 use Zeusi\GaneshaShmAdapter\Tests\Support\VirtualClock;
 
@@ -20,6 +21,8 @@ use Zeusi\GaneshaShmAdapter\Tests\Support\VirtualClock;
  * @requires extension pcntl
  * @requires extension posix
  */
+#[RequiresPhpExtension('pcntl')]
+#[RequiresPhpExtension('posix')]
 final class HalfOpenRaceTest extends GaneshaTestCase
 {
     private const ROUNDS = 20;

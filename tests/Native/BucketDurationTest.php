@@ -4,6 +4,7 @@ declare(strict_types=1);
 
 namespace Zeusi\GaneshaShmAdapter\Tests\Native;
 
+use PHPUnit\Framework\Attributes\DataProvider;
 use PHPUnit\Framework\TestCase;
 use Zeusi\GaneshaShmAdapter\AbstractSlidingTimeWindowShm;
 use Zeusi\GaneshaShmAdapter\Tests\Support\FakeContext;
@@ -54,6 +55,7 @@ final class BucketDurationTest extends TestCase
     /**
      * @dataProvider validWindows
      */
+    #[DataProvider('validWindows')]
     public function testValidBucketDurationsCount(int $timeWindow, ?int $bucketDuration): void
     {
         $adapter = new TestAdapter($bucketDuration);
@@ -83,6 +85,7 @@ final class BucketDurationTest extends TestCase
     /**
      * @dataProvider invalidWindows
      */
+    #[DataProvider('invalidWindows')]
     public function testInvalidBucketDurationsAreRefusedAtSetContext(int $timeWindow, int $bucketDuration): void
     {
         $adapter = new TestAdapter($bucketDuration);
@@ -115,6 +118,7 @@ final class BucketDurationTest extends TestCase
     /**
      * @dataProvider invalidDurations
      */
+    #[DataProvider('invalidDurations')]
     public function testConstructorRefusesADurationBelowOne(int $bucketDuration): void
     {
         $this->expectException(\InvalidArgumentException::class);

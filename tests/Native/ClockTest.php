@@ -4,6 +4,7 @@ declare(strict_types=1);
 
 namespace Zeusi\GaneshaShmAdapter\Tests\Native;
 
+use PHPUnit\Framework\Attributes\DataProvider;
 use PHPUnit\Framework\TestCase;
 use Zeusi\GaneshaShmAdapter\AbstractSlidingTimeWindowShm;
 use Zeusi\GaneshaShmAdapter\Tests\Support\FakeContext;
@@ -118,6 +119,7 @@ final class ClockTest extends TestCase
     /**
      * @dataProvider notInts
      */
+    #[DataProvider('notInts')]
     public function testAClockReturningANonIntIsRefused(mixed $time): void
     {
         $adapter = new TestAdapter(null, static fn () => $time);

@@ -4,6 +4,7 @@ declare(strict_types=1);
 
 namespace Zeusi\GaneshaShmAdapter\Tests\Native;
 
+use PHPUnit\Framework\Attributes\DataProvider;
 use PHPUnit\Framework\TestCase;
 use Zeusi\GaneshaShmAdapter\Tests\Support\FakeConfiguration;
 use Zeusi\GaneshaShmAdapter\Tests\Support\FakeContext;
@@ -121,6 +122,7 @@ final class ContractTest extends TestCase
      * @dataProvider storeMethods
      * @param list<mixed> $args
      */
+    #[DataProvider('storeMethods')]
     public function testUseBeforeSetContextIsRefused(string $method, array $args): void
     {
         $adapter = new TestAdapter();

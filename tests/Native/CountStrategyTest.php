@@ -4,6 +4,7 @@ declare(strict_types=1);
 
 namespace Zeusi\GaneshaShmAdapter\Tests\Native;
 
+use PHPUnit\Framework\Attributes\DataProvider;
 use PHPUnit\Framework\TestCase;
 use Zeusi\GaneshaShmAdapter\AbstractSlidingTimeWindowShm;
 use Zeusi\GaneshaShmAdapter\Tests\Support\FakeStorageKeys;
@@ -57,6 +58,7 @@ final class CountStrategyTest extends TestCase
     /**
      * @dataProvider countsOutOfRange
      */
+    #[DataProvider('countsOutOfRange')]
     public function testSaveRefusesCountsOutOfRange(int $count): void
     {
         $key = Unique::name('count_range_');

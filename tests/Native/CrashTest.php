@@ -4,6 +4,7 @@ declare(strict_types=1);
 
 namespace Zeusi\GaneshaShmAdapter\Tests\Native;
 
+use PHPUnit\Framework\Attributes\RequiresPhpExtension;
 use PHPUnit\Framework\TestCase;
 use Zeusi\GaneshaShmAdapter\Tests\Support\FakeStorageKeys;
 use Zeusi\GaneshaShmAdapter\Tests\Support\Php;
@@ -28,6 +29,8 @@ use Zeusi\GaneshaShmAdapter\Tests\Support\Unique;
  * @requires extension pcntl
  * @requires extension posix
  */
+#[RequiresPhpExtension('pcntl')]
+#[RequiresPhpExtension('posix')]
 final class CrashTest extends TestCase
 {
     private const ROUNDS = 40;

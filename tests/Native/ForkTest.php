@@ -4,6 +4,7 @@ declare(strict_types=1);
 
 namespace Zeusi\GaneshaShmAdapter\Tests\Native;
 
+use PHPUnit\Framework\Attributes\RequiresPhpExtension;
 use PHPUnit\Framework\TestCase;
 use Zeusi\GaneshaShmAdapter\Tests\Support\FakeContext;
 use Zeusi\GaneshaShmAdapter\Tests\Support\Forks;
@@ -18,6 +19,8 @@ use Zeusi\GaneshaShmAdapter\Tests\Support\Unique;
  * @requires extension pcntl
  * @requires extension posix
  */
+#[RequiresPhpExtension('pcntl')]
+#[RequiresPhpExtension('posix')]
 final class ForkTest extends TestCase
 {
     private const CHILDREN = 8;

@@ -4,6 +4,7 @@ declare(strict_types=1);
 
 namespace Zeusi\GaneshaShmAdapter\Tests\Native;
 
+use PHPUnit\Framework\Attributes\DataProvider;
 use PHPUnit\Framework\TestCase;
 use Zeusi\GaneshaShmAdapter\AbstractSlidingTimeWindowShm;
 use Zeusi\GaneshaShmAdapter\Tests\Support\TestAdapter;
@@ -35,6 +36,7 @@ final class HalfOpenTrialTest extends TestCase
     /**
      * @dataProvider strategies
      */
+    #[DataProvider('strategies')]
     public function testNoStoredTimeNoTrial(string $strategy): void
     {
         $adapter = $this->adapter($strategy);
@@ -51,6 +53,7 @@ final class HalfOpenTrialTest extends TestCase
     /**
      * @dataProvider strategies
      */
+    #[DataProvider('strategies')]
     public function testBeforeTheIntervalTheStoredTimeIsReturnedAndKept(string $strategy): void
     {
         $adapter = $this->adapter($strategy);
@@ -68,6 +71,7 @@ final class HalfOpenTrialTest extends TestCase
     /**
      * @dataProvider strategies
      */
+    #[DataProvider('strategies')]
     public function testAtTheIntervalATimeGaneshaRejectsEvenASecondLaterIsReturned(string $strategy): void
     {
         $adapter = $this->adapter($strategy);
@@ -85,6 +89,7 @@ final class HalfOpenTrialTest extends TestCase
     /**
      * @dataProvider strategies
      */
+    #[DataProvider('strategies')]
     public function testPastTheIntervalTheFirstCallerClaimsTheTrial(string $strategy): void
     {
         $adapter = $this->adapter($strategy);
@@ -102,6 +107,7 @@ final class HalfOpenTrialTest extends TestCase
     /**
      * @dataProvider strategies
      */
+    #[DataProvider('strategies')]
     public function testTheClaimRestartsTheInterval(string $strategy): void
     {
         $adapter = $this->adapter($strategy);
@@ -122,6 +128,7 @@ final class HalfOpenTrialTest extends TestCase
     /**
      * @dataProvider strategies
      */
+    #[DataProvider('strategies')]
     public function testGaneshasCheckAdmitsOneCallerPerInterval(string $strategy): void
     {
         // Ganesha admits a caller when time() - loadLastFailureTime() > intervalToHalfOpen;

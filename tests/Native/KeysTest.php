@@ -4,6 +4,7 @@ declare(strict_types=1);
 
 namespace Zeusi\GaneshaShmAdapter\Tests\Native;
 
+use PHPUnit\Framework\Attributes\DataProvider;
 use PHPUnit\Framework\TestCase;
 use Zeusi\GaneshaShmAdapter\Tests\Support\Php;
 use Zeusi\GaneshaShmAdapter\Tests\Support\TestAdapter;
@@ -132,6 +133,7 @@ final class KeysTest extends TestCase
      * @dataProvider keyMethods
      * @param list<mixed> $args
      */
+    #[DataProvider('keyMethods')]
     public function testAKeyOneByteTooLongIsRefused(string $method, array $args): void
     {
         $max = (int) \ini_get('ganesha_shm.max_key_length');
@@ -144,6 +146,7 @@ final class KeysTest extends TestCase
      * @dataProvider keyMethods
      * @param list<mixed> $args
      */
+    #[DataProvider('keyMethods')]
     public function testA100KbKeyIsRefused(string $method, array $args): void
     {
         $key = \str_repeat("k\0\xff", 34_000);
@@ -182,6 +185,7 @@ final class KeysTest extends TestCase
     /**
      * @dataProvider maximumKeyLengths
      */
+    #[DataProvider('maximumKeyLengths')]
     public function testTheMaximumKeyLengthIsASetting(int $max): void
     {
         $code = \sprintf(
@@ -255,6 +259,7 @@ final class KeysTest extends TestCase
     /**
      * @dataProvider nonStringKeys
      */
+    #[DataProvider('nonStringKeys')]
     public function testNonStringKeysAreATypeError(mixed $key): void
     {
         $this->expectException(\TypeError::class);
@@ -264,6 +269,7 @@ final class KeysTest extends TestCase
     /**
      * @dataProvider nonStringKeys
      */
+    #[DataProvider('nonStringKeys')]
     public function testNonStringKeysAreATypeErrorForLoad(mixed $key): void
     {
         $this->expectException(\TypeError::class);
@@ -296,6 +302,7 @@ final class KeysTest extends TestCase
     /**
      * @dataProvider absurdWindows
      */
+    #[DataProvider('absurdWindows')]
     public function testAbsurdTimeWindowsWork(int $timeWindow): void
     {
         $adapter = TestAdapter::forWindow($timeWindow);

@@ -4,6 +4,7 @@ declare(strict_types=1);
 
 namespace Zeusi\GaneshaShmAdapter\Tests\Native;
 
+use PHPUnit\Framework\Attributes\DataProvider;
 use PHPUnit\Framework\TestCase;
 use Zeusi\GaneshaShmAdapter\Tests\Support\FakeStorageKeys;
 use Zeusi\GaneshaShmAdapter\Tests\Support\TestAdapter;
@@ -53,6 +54,7 @@ final class ResetTest extends TestCase
     /**
      * @dataProvider storageKeys
      */
+    #[DataProvider('storageKeys')]
     public function testResetDeletesOnlyTheKeysOfTheConfiguredPrefixAndSuffixes(FakeStorageKeys $keys): void
     {
         $adapter = TestAdapter::forWindow(60, null, $keys);

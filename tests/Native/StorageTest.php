@@ -4,6 +4,7 @@ declare(strict_types=1);
 
 namespace Zeusi\GaneshaShmAdapter\Tests\Native;
 
+use PHPUnit\Framework\Attributes\DataProvider;
 use PHPUnit\Framework\TestCase;
 use Zeusi\GaneshaShmAdapter\Tests\Support\TestAdapter;
 use Zeusi\GaneshaShmAdapter\Tests\Support\Unique;
@@ -163,6 +164,7 @@ final class StorageTest extends TestCase
     /**
      * @dataProvider lastFailureTimesInRange
      */
+    #[DataProvider('lastFailureTimesInRange')]
     public function testLastFailureTimesIn56BitRange(int $value): void
     {
         $key = Unique::name('lft_range_');
@@ -186,6 +188,7 @@ final class StorageTest extends TestCase
     /**
      * @dataProvider lastFailureTimesOutOfRange
      */
+    #[DataProvider('lastFailureTimesOutOfRange')]
     public function testLastFailureTimesOutOf56BitRangeAreRefused(int $value): void
     {
         $key = Unique::name('lft_out_');
@@ -216,6 +219,7 @@ final class StorageTest extends TestCase
     /**
      * @dataProvider statusesInRange
      */
+    #[DataProvider('statusesInRange')]
     public function testStatusesIn32BitRange(int $value): void
     {
         $key = Unique::name('status_range_');
@@ -239,6 +243,7 @@ final class StorageTest extends TestCase
     /**
      * @dataProvider statusesOutOfRange
      */
+    #[DataProvider('statusesOutOfRange')]
     public function testStatusesOutOf32BitRangeAreRefused(int $value): void
     {
         $key = Unique::name('status_out_');

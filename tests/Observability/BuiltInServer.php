@@ -9,7 +9,8 @@ use Zeusi\GaneshaShmAdapter\Tests\Support\Php;
 
 /**
  * `php -S 127.0.0.1:<free port>` serving examples/status (with its router, so /metrics runs
- * examples/metrics.php), the extension loaded at startup and PHP_CLI_SERVER_WORKERS=2: the
+ * examples/metrics.php, wrapped by www/router.php for `hold_ms`), the extension loaded at
+ * startup and PHP_CLI_SERVER_WORKERS=2: the
  * server forks its workers after the extension created its segment, so every request shares
  * one store, as the workers of one php-fpm master do.
  *
@@ -48,7 +49,7 @@ final class BuiltInServer
             '-d', 'error_reporting=-1',
             '-S', '127.0.0.1:' . $port,
             '-t', $root . '/examples/status',
-            $root . '/examples/status/router.php',
+            __DIR__ . '/www/router.php',
         ];
         if (\is_executable('/usr/bin/setsid')) {
             \array_unshift($command, '/usr/bin/setsid');
@@ -107,6 +108,33 @@ final class BuiltInServer
         }
 
         return ['status' => (int) ($m[1] ?? 0), 'headers' => $headers, 'body' => $body];
+    }
+
+    /**
+     * Sends GET $path now and returns what reads its answer later, as json() would: for a
+     * request that is to be under way while others are sent.
+     *
+     * @return \Closure(): array<string, mixed>
+     */
+    public function jsonLater(string $path): \Closure
+    {
+        $socket = \stream_socket_client(\substr($this->url, \strlen('http://')), $errno, $error, 5.0);
+        if ($socket === false) {
+            throw new \RuntimeException("GET {$path}: cannot connect: {$error}");
+        }
+        \fwrite($socket, "GET {$path} HTTP/1.0\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
+
+        return function () use ($socket, $path): array {
+            \stream_set_timeout($socket, 10);
+            $response = (string) \stream_get_contents($socket);
+            \fclose($socket);
+            [$head, $body] = \explode("\r\n\r\n", $response, 2) + [1 => ''];
+            if (\preg_match('{^HTTP/\S+ 200 }', $head) !== 1) {
+                throw new \RuntimeException("GET {$path}: {$head}\n{$body}\nserver log:\n" . $this->log());
+            }
+
+            return \json_decode($body, true, 512, \JSON_THROW_ON_ERROR);
+        };
     }
 
     /**
