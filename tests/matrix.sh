@@ -51,6 +51,17 @@ EOF
 say() { printf 'matrix: %s\n' "$*"; }
 elapsed() { echo "$(($(date +%s) - $1)) s"; }
 
+# Unmounts whatever is still mounted below the root (a run that was SIGKILLed cannot unmount),
+# so that nothing below it is a mount of the repository or of the Rust toolchain when the root
+# is removed.
+unmount_stale() {
+    local dir
+    for dir in "$root" "$root.new"; do
+        awk -v dir="$dir/" 'index($2 "/", dir) == 1 { print $2 }' /proc/mounts | sort -r |
+            while read -r target; do umount -l "$target" || true; done
+    done
+}
+
 mounted=()
 unmount_all() {
     local i
@@ -97,6 +108,11 @@ in_root() {
 
 ensure_root() {
     local wanted=${root_packages[*]}
+    unmount_stale
+    if [ -f "$root/$marker" ] && [ ! -x "$root/usr/bin/php" ]; then
+        say "root $suite: no PHP in it, making it again"
+        rm -f "$root/$marker"
+    fi
     if [ -f "$root/$marker" ] && [ "$(cat "$root/$marker")" = "$wanted" ]; then
         say "root $suite: cached at $root"
         return
@@ -109,7 +125,7 @@ ensure_root() {
             DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends debootstrap >/dev/null
         }
         say "root $suite: debootstrap from $mirror into $root"
-        rm -rf "$root.new"
+        rm -rf --one-file-system "$root.new"
         mkdir -p "$cache"
         debootstrap --variant=minbase "$suite" "$root.new" "$mirror" >"$cache/debootstrap.log" 2>&1 || {
             tail -n 20 "$cache/debootstrap.log"
@@ -117,7 +133,7 @@ ensure_root() {
         }
         printf 'deb %s %s main\ndeb-src %s %s main\n' "$mirror" "$suite" "$mirror" "$suite" \
             >"$root.new/etc/apt/sources.list"
-        rm -rf "$root"
+        rm -rf --one-file-system "$root"
         mv "$root.new" "$root"
     fi
     mount_root
@@ -157,8 +173,11 @@ ensure_zts_php() {
         pkg-config libxml2-dev libsqlite3-dev >/dev/null
     in_root bash -euc '
         rm -rf /usr/src/php-zts && mkdir -p /usr/src/php-zts && cd /usr/src/php-zts
-        apt-get source -qq --download-only php8.4 >/dev/null
-        dpkg-source -x --skip-patches ./php8.4_*.dsc source >/dev/null
+        if ! apt-get source -qq --download-only php8.4 >/dev/null; then
+            echo "matrix: zts: apt-get source php8.4 failed: the Debian archive this machine reaches serves no source package (see above)" >&2
+            exit 1
+        fi
+        dpkg-source -x ./php8.4_*.dsc source >/dev/null
         cd source
         ./configure -q --prefix=/opt/php-zts --enable-zts --disable-all --disable-cgi \
             --disable-phpdbg --without-pear --enable-cli --enable-pcntl --enable-posix \
