@@ -4,6 +4,7 @@ declare(strict_types=1);
 
 namespace Zeusi\GaneshaShmAdapter\Tests\Observability;
 
+use Zeusi\GaneshaShmAdapter\Tests\Support\Command;
 use Zeusi\GaneshaShmAdapter\Tests\Support\Loopback;
 use Zeusi\GaneshaShmAdapter\Tests\Support\Php;
 

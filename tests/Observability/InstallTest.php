@@ -6,6 +6,7 @@ namespace Zeusi\GaneshaShmAdapter\Tests\Observability;
 
 use PHPUnit\Framework\TestCase;
 use Zeusi\GaneshaShmAdapter\Tests\Support\Autoload;
+use Zeusi\GaneshaShmAdapter\Tests\Support\Command;
 use Zeusi\GaneshaShmAdapter\Tests\Support\TempDir;
 
 /**

@@ -2,10 +2,10 @@
 
 declare(strict_types=1);
 
-namespace Zeusi\GaneshaShmAdapter\Tests\Observability;
+namespace Zeusi\GaneshaShmAdapter\Tests\Support;
 
 /**
- * Commands of the observability tests (chromium, composer, the installer), run without a shell,
+ * Commands of the tests (chromium, composer, the installer, benches/web.sh), run without a shell,
  * with a deadline, and scratch directories removed afterwards.
  */
 final class Command
