@@ -18,7 +18,7 @@ use ext_php_rs::exception::PhpException;
 use ext_php_rs::flags::ClassFlags;
 use ext_php_rs::flags::DataType;
 use ext_php_rs::prelude::*;
-use ext_php_rs::types::{ZendCallable, ZendHashTable, ZendObject, Zval};
+use ext_php_rs::types::{ZendCallable, ZendHashTable, ZendObject, ZendStr, Zval};
 use ext_php_rs::zend::ClassEntry;
 
 use crate::circuit::{self, Figures, Thresholds};
@@ -41,13 +41,19 @@ impl StorageKeys {
     /// Whether `key` is `prefix . service . suffix` with a non-empty service, for one of the
     /// configuration's suffixes (as Ganesha's own adapters match `/^prefix.+(suffixes)$/`).
     fn covers(&self, key: &[u8]) -> bool {
-        self.service_of(key).is_some()
+        self.service_of(key).is_some_and(|service| !service.is_empty())
     }
 
-    /// The service name in `key`, when `key` is one of this configuration's keys.
+    /// The service name in `key`, the empty one included, when `key` is one of this
+    /// configuration's keys.
     fn service_of<'k>(&self, key: &'k [u8]) -> Option<&'k [u8]> {
         let rest = key.strip_prefix(&self.prefix[..])?;
-        self.suffixes.iter().find_map(|suffix| rest.strip_suffix(&suffix[..]).filter(|service| !service.is_empty()))
+        self.suffixes.iter().find_map(|suffix| rest.strip_suffix(&suffix[..]))
+    }
+
+    /// The keys of one service: its counts, its last failure time and its status.
+    fn of_service(&self, service: &[u8]) -> [Vec<u8>; 5] {
+        self.suffixes.each_ref().map(|suffix| [&self.prefix[..], service, suffix].concat())
     }
 }
 
@@ -244,16 +250,30 @@ impl AbstractSlidingTimeWindowShm {
         Ok(())
     }
 
-    /// Every service with data under this configuration's storage keys, by name: its figures
-    /// in the current window, its status, its last failure time and what Ganesha would do with
-    /// a request now (`state`: closed, open or half_open; `admits`). Read-only: unlike
+    /// Deletes the counts, the last failure time and the status of one service under this
+    /// configuration's storage keys, and nothing else: what an operator runs once the
+    /// service is mended, so that its circuit admits requests at once.
+    pub fn reset_service(&self, service: BinarySlice<u8>) -> PhpResult<()> {
+        let keys = self.configuration()?.storage_keys.of_service(&service);
+        module::store()?.remove_matching(|key| keys.iter().any(|own| own[..] == *key));
+        Ok(())
+    }
+
+    /// Every service with data under this configuration's storage keys, keyed by its name's
+    /// bytes as they are: its figures in the current window, its status, its last failure time
+    /// and what Ganesha would do with a request now (`state`: closed, open or half_open;
+    /// `admits`), with `display_name`, the name as UTF-8 text. Read-only: unlike
     /// `loadLastFailureTime()`, it never claims the half-open trial.
     pub fn snapshot(&self) -> PhpResult<ZBox<ZendHashTable>> {
         let counts_requests = matches!(self.configuration()?.strategy, Strategy::Rate(_));
         let mut services = ZendHashTable::new();
         for view in self.views()? {
-            let name = String::from_utf8_lossy(&view.service).into_owned();
-            services.insert(name.as_str(), snapshot_row(&view, counts_requests)?).map_err(php_error)?;
+            let row = snapshot_row(&view, counts_requests)?;
+            match integer_key(&view.service) {
+                Some(index) => services.insert(index, row),
+                None => services.insert(&ZendStr::new(&view.service, false), row),
+            }
+            .map_err(php_error)?;
         }
         Ok(services)
     }
@@ -275,6 +295,7 @@ fn snapshot_row(view: &ServiceView, counts_requests: bool) -> PhpResult<ZBox<Zen
     let requests = |count: u64| counts_requests.then_some(count as i64);
     let fields = [
         ("service", zval(Binary::new(view.service.clone()))?),
+        ("display_name", zval(metrics::display_name(&view.service))?),
         ("state", zval(view.state.name())?),
         ("admits", zval(view.state.admits())?),
         ("status", zval(figures.status)?),
@@ -290,6 +311,21 @@ fn snapshot_row(view: &ServiceView, counts_requests: bool) -> PhpResult<ZBox<Zen
         row.insert(name, value).map_err(php_error)?;
     }
     Ok(row)
+}
+
+/// The integer PHP makes of an array key of these bytes, as `$array["12"]` is `$array[12]`:
+/// a decimal integer in `i64`'s range, without a leading zero or `+`, and not `-0`.
+fn integer_key(bytes: &[u8]) -> Option<i64> {
+    let digits = bytes.strip_prefix(b"-").unwrap_or(bytes);
+    let canonical = match digits {
+        [b'0'] => bytes.len() == 1,
+        [b'1'..=b'9', rest @ ..] => rest.iter().all(u8::is_ascii_digit),
+        _ => false,
+    };
+    if !canonical {
+        return None;
+    }
+    std::str::from_utf8(bytes).ok()?.parse().ok()
 }
 
 /// Ganesha's `Context::STRATEGY_COUNT`.
@@ -480,6 +516,29 @@ mod tests {
         assert!(!keys.covers(b"ganesha_svc_other"));
         assert!(!keys.covers(b"other_svc_failure"));
         assert!(!keys.covers(b"ganesha_failure"), "prefix and suffix may not overlap");
+    }
+
+    #[test]
+    fn array_keys_that_php_makes_integers() {
+        assert_eq!(integer_key(b"0"), Some(0));
+        assert_eq!(integer_key(b"12"), Some(12));
+        assert_eq!(integer_key(b"-12"), Some(-12));
+        assert_eq!(integer_key(b"9223372036854775807"), Some(i64::MAX));
+        assert_eq!(integer_key(b"-9223372036854775808"), Some(i64::MIN));
+        for string in [&b""[..], b"-0", b"012", b"+1", b"1 ", b" 1", b"1.0", b"9223372036854775808", b"-", b"1e3", b"\xff"] {
+            assert_eq!(integer_key(string), None, "{:?}", String::from_utf8_lossy(string));
+        }
+    }
+
+    #[test]
+    fn the_keys_of_a_service_are_prefix_service_suffix() {
+        let keys = default_keys();
+        let own = keys.of_service(b"svc");
+        assert_eq!(own[0], b"ganesha_svc_success");
+        assert_eq!(own[4], b"ganesha_svc_status");
+        assert!(own.iter().all(|key| keys.service_of(key) == Some(&b"svc"[..])));
+        assert_eq!(keys.service_of(b"ganesha__failure"), Some(&b""[..]), "the empty service is listed");
+        assert!(!keys.covers(b"ganesha__failure"), "and not covered by reset()");
     }
 
     #[test]

@@ -12,9 +12,29 @@ pub struct ServiceView {
     pub state: State,
 }
 
-/// A label value: bytes that are not UTF-8 are replaced, `\`, `"` and newlines escaped.
-fn label(value: &[u8]) -> String {
-    String::from_utf8_lossy(value).replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
+/// A service name as text, for people and for label values: its UTF-8 as it is, but for each
+/// backslash, written `\\`, and each byte that is not part of valid UTF-8, written `\xHH`.
+/// Two names never give the same text, so two services never share a row or a series.
+pub fn display_name(service: &[u8]) -> String {
+    let mut out = String::with_capacity(service.len());
+    for chunk in service.utf8_chunks() {
+        for c in chunk.valid().chars() {
+            match c {
+                '\\' => out.push_str("\\\\"),
+                c => out.push(c),
+            }
+        }
+        for byte in chunk.invalid() {
+            let _ = write!(out, "\\x{byte:02X}");
+        }
+    }
+    out
+}
+
+/// A label value of the exposition format: the display name, with `\`, `"` and newlines
+/// escaped as the format requires.
+fn label(service: &[u8]) -> String {
+    display_name(service).replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
 }
 
 fn family(out: &mut String, name: &str, kind: &str, help: &str) {
@@ -80,12 +100,44 @@ pub fn exposition(services: &[ServiceView], store: &[(String, u64, &str)]) -> St
         "Time of the last failure, while it is kept.",
         &|v| v.figures.last_failure_time.map(|t| t.to_string()),
     );
+    // The store's figures, those kept per table (`counter_slots`, `status_slots_used`, …) as one
+    // family with a `table` label: a metric name must not hold a type's name ("counter").
+    let mut families: Vec<(String, &str, Vec<(Option<&str>, u64)>)> = Vec::new();
     for (name, value, help) in store {
+        let (name, table, help) = match per_table(name) {
+            Some((name, table, help)) => (name, Some(table), help),
+            None => (name.as_str(), None, *help),
+        };
+        match families.iter_mut().find(|(family, ..)| family == name) {
+            Some((.., samples)) => samples.push((table, *value)),
+            None => families.push((name.to_string(), help, vec![(table, *value)])),
+        }
+    }
+    for (name, help, samples) in families {
         let kind = if name.ends_with("_total") { "counter" } else { "gauge" };
         family(&mut out, &format!("ganesha_shm_{name}"), kind, help);
-        let _ = writeln!(out, "ganesha_shm_{name} {value}");
+        for (table, value) in samples {
+            match table {
+                Some(table) => writeln!(out, "ganesha_shm_{name}{{table=\"{table}\"}} {value}"),
+                None => writeln!(out, "ganesha_shm_{name} {value}"),
+            }
+            .unwrap_or_default();
+        }
     }
     out
+}
+
+/// A figure of one table of the store, as its family, table and the family's help.
+fn per_table(name: &str) -> Option<(&str, &'static str, &'static str)> {
+    const FAMILIES: [(&str, &str); 3] = [
+        ("slots", "Slots of a table: counters (3 per service) or statuses (1 per service)."),
+        ("slot_bytes", "Bytes of one slot of a table."),
+        ("slots_used", "Slots of a table holding unexpired data."),
+    ];
+    let (table, rest) = [("counters", "counter_"), ("statuses", "status_")]
+        .into_iter()
+        .find_map(|(table, prefix)| Some((table, name.strip_prefix(prefix)?)))?;
+    FAMILIES.iter().find(|(family, _)| *family == rest).map(|(family, help)| (*family, table, *help))
 }
 
 #[cfg(test)]
@@ -107,7 +159,8 @@ mod tests {
         };
         let text =
             exposition(&[view], &[("claims_total".into(), 4, "Claims."), ("segment_bytes".into(), 128, "Size.")]);
-        let service = r#"service="pay\"ments\\\n�""#;
+        // the name's backslash is \\ in its display name, each escaped again in the label
+        let service = r#"service="pay\"ments\\\\\n\\xFF""#;
         assert!(text.contains(&format!("ganesha_shm_requests{{{service},outcome=\"failure\"}} 3\n")), "{text}");
         assert!(text.contains(&format!("ganesha_shm_requests{{{service},outcome=\"rejection\"}} 7\n")));
         assert!(text.contains(&format!("ganesha_shm_failure_rate_percent{{{service}}} 75\n")));
@@ -116,6 +169,48 @@ mod tests {
         assert!(text.contains(&format!("ganesha_shm_last_failure_timestamp_seconds{{{service}}} 1800000000\n")));
         assert!(text.contains("# HELP ganesha_shm_claims_total Claims.\n# TYPE ganesha_shm_claims_total counter\nganesha_shm_claims_total 4\n"));
         assert!(text.contains("# TYPE ganesha_shm_segment_bytes gauge\n"));
+    }
+
+    #[test]
+    fn figures_of_each_table_are_one_family_with_a_table_label() {
+        let store: Vec<(String, u64, &str)> = [("counter_slots", 12), ("status_slots", 4), ("counter_slots_used", 3), ("status_slots_used", 1)]
+            .into_iter()
+            .map(|(name, value)| (name.to_string(), value, "Help."))
+            .collect();
+        let text = exposition(&[], &store);
+        assert!(!text.contains("counter_"), "{text}");
+        assert_eq!(text.matches("# TYPE ganesha_shm_slots gauge\n").count(), 1, "{text}");
+        assert!(text.contains("ganesha_shm_slots{table=\"counters\"} 12\nganesha_shm_slots{table=\"statuses\"} 4\n"), "{text}");
+        assert!(text.contains("# HELP ganesha_shm_slots_used Slots of a table holding unexpired data.\n"), "{text}");
+        assert!(text.contains("ganesha_shm_slots_used{table=\"statuses\"} 1\n"), "{text}");
+    }
+
+    #[test]
+    fn display_names_keep_every_service_apart() {
+        let names: [&[u8]; 8] = [b"\xff", b"\xfe", b"\\xFF", b"\\xff", b"\\", b"\\\\", b"", b"\xc3"];
+        let shown: std::collections::BTreeSet<String> = names.iter().map(|name| display_name(name)).collect();
+        assert_eq!(shown.len(), names.len(), "{shown:?}");
+        assert_eq!(display_name(b"caf\xc3\xa9 \xff\n"), "caf\u{e9} \\xFF\n");
+        assert_eq!(display_name(b"a\\b"), "a\\\\b");
+    }
+
+    #[test]
+    fn services_whose_names_differ_get_series_that_differ() {
+        let view = |service: &[u8]| ServiceView {
+            service: service.to_vec(),
+            figures: Figures { status: 1, ..Figures::default() },
+            state: State::Closed,
+        };
+        let text = exposition(&[view(b"\xff"), view(b"\xfe"), view(b"\\xFF")], &[]);
+        let series: Vec<&str> = text.lines().filter(|line| line.starts_with("ganesha_shm_circuit_open{")).collect();
+        assert_eq!(
+            series,
+            [
+                r#"ganesha_shm_circuit_open{service="\\xFF"} 0"#,
+                r#"ganesha_shm_circuit_open{service="\\xFE"} 0"#,
+                r#"ganesha_shm_circuit_open{service="\\\\xFF"} 0"#,
+            ]
+        );
     }
 
     #[test]

@@ -88,12 +88,23 @@ namespace Zeusi\GaneshaShmAdapter {
         public function reset(): void {}
 
         /**
-         * Every service with data under this configuration's storage keys, keyed by name, with
-         * what Ganesha would do with a request now. Read-only: never claims the half-open trial.
+         * Deletes one service's counts, last failure time and status under this
+         * configuration's storage keys, and nothing else: its circuit admits requests at once.
+         * @throws \LogicException before setContext()
+         */
+        public function resetService(string $service): void {}
+
+        /**
+         * Every service with data under this configuration's storage keys, keyed by its name's
+         * bytes as they are (an integer key where PHP makes the name one), with what Ganesha
+         * would do with a request now. Read-only: never claims the half-open trial.
+         * display_name is the name as UTF-8 text: a backslash written \\, and each byte that
+         * is not valid UTF-8 written \xHH, so that no two services share one.
          *
-         * @return array<string, array{service: string, state: 'closed'|'open'|'half_open',
-         *     admits: bool, status: int, tripped: bool, failures: int, successes: ?int,
-         *     rejections: ?int, failure_rate: ?float, last_failure_time: ?int}>
+         * @return array<array-key, array{service: string, display_name: string,
+         *     state: 'closed'|'open'|'half_open', admits: bool, status: int, tripped: bool,
+         *     failures: int, successes: ?int, rejections: ?int, failure_rate: ?float,
+         *     last_failure_time: ?int}>
          *     successes, rejections and failure_rate are null under the Count strategy
          * @throws \LogicException before setContext(), or when the context gave no thresholds
          */

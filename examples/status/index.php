@@ -36,7 +36,7 @@ try {
 
 // Open circuits first, then half-open, then closed; by name within each.
 $rank = ['open' => 0, 'half_open' => 1, 'closed' => 2];
-uasort($services, static fn (array $a, array $b): int => [$rank[$a['state']] ?? 3, (string) $a['service']] <=> [$rank[$b['state']] ?? 3, (string) $b['service']]);
+uasort($services, static fn (array $a, array $b): int => [$rank[$a['state']] ?? 3, $a['display_name']] <=> [$rank[$b['state']] ?? 3, $b['display_name']]);
 
 $h = static fn (mixed $value): string => htmlspecialchars((string) $value, ENT_QUOTES | ENT_SUBSTITUTE, 'UTF-8');
 
@@ -101,8 +101,8 @@ $renderCircuits = static function () use ($services, $settings, $info, $error, $
                     $state = (string) $service['state'];
                     $rate = $service['failure_rate'];
                     ?>
-                    <tr class="row row-<?= $h($state) ?>" data-service="<?= $h($service['service']) ?>" data-state="<?= $h($state) ?>">
-                        <td class="service"><?= $h($service['service']) ?></td>
+                    <tr class="row row-<?= $h($state) ?>" data-service="<?= $h($service['display_name']) ?>" data-state="<?= $h($state) ?>">
+                        <td class="service"><?= $h($service['display_name']) ?></td>
                         <td>
                             <span class="badge badge-<?= $h($state) ?>"><?= $h($labels[$state] ?? strtoupper($state)) ?></span>
                             <?php if ($state === 'half_open') { ?>

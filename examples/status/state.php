@@ -4,7 +4,7 @@
  * The circuits as JSON, for scripts and dashboards: what the status page shows.
  *
  *   {"time": 1700000000, "pid": 1234, "settings": {...},
- *    "services": {"payments": {"service": "payments", "state": "open", "admits": false, ...}},
+ *    "services": {"payments": {"service": "payments", "display_name": "payments", "state": "open", ...}},
  *    "store": {...ganesha_shm_info()}}
  *
  * Read-only (SlidingTimeWindowShm::snapshot() never claims the half-open trial). 500 with
@@ -21,7 +21,8 @@ try {
         'time' => time(),
         'pid' => getmypid(),
         'settings' => $settings,
-        'services' => (object) $adapter->snapshot(),
+        // keyed by display name: JSON holds text, and a service's name may be any bytes
+        'services' => (object) array_column($adapter->snapshot(), null, 'display_name'),
         'store' => ganesha_shm_info(),
     ];
 } catch (Throwable $e) {

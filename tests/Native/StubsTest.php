@@ -129,7 +129,7 @@ final class StubsTest extends TestCase
         \sort($methods);
         self::assertSame(
             [
-                '__construct', 'decrement', 'increment', 'load', 'loadLastFailureTime', 'loadStatus', 'metrics', 'reset',
+                '__construct', 'decrement', 'increment', 'load', 'loadLastFailureTime', 'loadStatus', 'metrics', 'reset', 'resetService',
                 'save', 'saveLastFailureTime', 'saveStatus', 'setConfiguration', 'setContext', 'snapshot',
                 'supportCountStrategy', 'supportRateStrategy',
             ],

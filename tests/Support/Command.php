@@ -13,13 +13,20 @@ final class Command
     /**
      * @param list<string> $command
      * @param array<string, string>|null $env null: this process's environment
+     * @param string|null $input its standard input; null: none (/dev/null)
      * @return array{exit: int, stdout: string, stderr: string}
      */
-    public static function run(array $command, ?string $cwd = null, ?array $env = null, float $timeout = 60.0): array
+    public static function run(array $command, ?string $cwd = null, ?array $env = null, float $timeout = 60.0, ?string $input = null): array
     {
         $out = \tmpfile();
         $err = \tmpfile();
-        $process = \proc_open($command, [0 => ['file', '/dev/null', 'r'], 1 => $out, 2 => $err], $pipes, $cwd, $env);
+        $in = ['file', '/dev/null', 'r'];
+        if ($input !== null) {
+            $in = \tmpfile();
+            \fwrite($in, $input);
+            \rewind($in);
+        }
+        $process = \proc_open($command, [0 => $in, 1 => $out, 2 => $err], $pipes, $cwd, $env);
         if (!\is_resource($process)) {
             throw new \RuntimeException('Could not start ' . \implode(' ', $command));
         }

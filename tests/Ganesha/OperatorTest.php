@@ -1,0 +1,96 @@
+<?php
+
+declare(strict_types=1);
+
+namespace Zeusi\GaneshaShmAdapter\Tests\Ganesha;
+
+use Ackintosh\Ganesha\Storage\StorageKeys;
+use Zeusi\GaneshaShmAdapter\SlidingTimeWindowShm;
+use Zeusi\GaneshaShmAdapter\Tests\Support\Unique;
+
+/**
+ * What an operator reads and does, through the real Ganesha: snapshot() and metrics() keep
+ * every service apart whatever the bytes of its name, and resetService() closes one circuit
+ * and touches nothing else.
+ */
+final class OperatorTest extends GaneshaTestCase
+{
+    public function testServicesWhoseNamesAreNotUtf8StayApart(): void
+    {
+        $adapter = new SlidingTimeWindowShm();
+        $ganesha = $this->ganesha(60, adapter: $adapter);
+        $base = Unique::name('names.');
+        // Two names a lossy UTF-8 decoding makes one, and a name that reads like an escape.
+        $services = [$base . "\xff" => 1, $base . "\xfe" => 2, $base . '\\xFF' => 3, $base . "\xc3" => 4];
+        foreach ($services as $service => $successes) {
+            for ($i = 0; $i < $successes; $i++) {
+                $ganesha->success($service);
+            }
+        }
+
+        $snapshot = $adapter->snapshot();
+        foreach ($services as $service => $successes) {
+            self::assertArrayHasKey($service, $snapshot, 'keyed by the bytes of the name');
+            self::assertSame($service, $snapshot[$service]['service']);
+            self::assertSame($successes, $snapshot[$service]['successes']);
+            self::assertTrue(\mb_check_encoding($snapshot[$service]['display_name'], 'UTF-8'));
+        }
+        self::assertSame($base . '\\xFF', $snapshot[$base . "\xff"]['display_name']);
+        self::assertSame($base . '\\xFE', $snapshot[$base . "\xfe"]['display_name']);
+        self::assertSame($base . '\\\\xFF', $snapshot[$base . '\\xFF']['display_name']);
+        $shown = \array_map(static fn (array $row): string => $row['display_name'], $snapshot);
+        self::assertCount(\count($snapshot), \array_unique($shown), 'no two services share a display name');
+
+        $metrics = $adapter->metrics();
+        $series = [];
+        foreach (\explode("\n", $metrics) as $line) {
+            if ($line !== '' && $line[0] !== '#') {
+                $name = \substr($line, 0, (int) \strrpos($line, ' '));
+                self::assertArrayNotHasKey($name, $series, "a series written twice: {$name}");
+                $series[$name] = true;
+            }
+        }
+        foreach ($services as $service => $successes) {
+            $label = \str_replace(['\\', '"', "\n"], ['\\\\', '\\"', '\\n'], $snapshot[$service]['display_name']);
+            self::assertStringContainsString("ganesha_shm_requests{service=\"{$label}\",outcome=\"success\"} {$successes}\n", $metrics);
+        }
+    }
+
+    public function testAServiceNamedLikeAnIntegerIsFoundUnderThatKey(): void
+    {
+        $adapter = new SlidingTimeWindowShm();
+        $ganesha = $this->ganesha(60, adapter: $adapter);
+        $service = (string) \random_int(1_000_000, 9_999_999);
+        $ganesha->failure($service);
+
+        $snapshot = $adapter->snapshot();
+        self::assertArrayHasKey($service, $snapshot);
+        self::assertSame(1, $snapshot[$service]['failures']);
+        self::assertSame($service, $snapshot[(int) $service]['service']);
+    }
+
+    public function testResetServiceClosesOneCircuitAndLeavesTheOthers(): void
+    {
+        $adapter = new SlidingTimeWindowShm();
+        $ganesha = $this->ganesha(60, minimumRequests: 3, adapter: $adapter);
+        $mended = Unique::name('mended.');
+        $failing = Unique::name('failing.');
+        foreach ([$mended, $failing] as $service) {
+            for ($i = 0; $i < 3; $i++) {
+                $ganesha->failure($service);
+            }
+            self::assertFalse($ganesha->isAvailable($service), "{$service} did not trip");
+        }
+        $before = $adapter->snapshot()[$failing];
+
+        $adapter->resetService($mended);
+
+        self::assertArrayNotHasKey($mended, $adapter->snapshot(), 'nothing of the service is left');
+        self::assertTrue($ganesha->isAvailable($mended), 'the circuit admits at once');
+        $ganesha->success($mended);
+        self::assertTrue($ganesha->isAvailable($mended));
+        self::assertSame($before, $adapter->snapshot()[$failing], 'the other service is untouched');
+        self::assertFalse($ganesha->isAvailable($failing), 'the other circuit is still open');
+        self::assertSame(2, $adapter->loadStatus(StorageKeys::KEY_PREFIX . $failing . StorageKeys::KEY_SUFFIX_STATUS));
+    }
+}
