@@ -7,7 +7,9 @@
 // PHP parameter names follow Ganesha's interface (`$lastFailureTime`), for named arguments.
 #![allow(non_snake_case)]
 
+use std::cell::RefCell;
 use std::collections::BTreeSet;
+use std::rc::Rc;
 
 use ext_php_rs::binary::Binary;
 use ext_php_rs::binary_slice::BinarySlice;
@@ -19,9 +21,9 @@ use ext_php_rs::flags::ClassFlags;
 use ext_php_rs::flags::DataType;
 use ext_php_rs::prelude::*;
 use ext_php_rs::types::{ZendCallable, ZendHashTable, ZendObject, ZendStr, Zval};
-use ext_php_rs::zend::ClassEntry;
 
 use crate::circuit::{self, Figures, Thresholds};
+use crate::errors::{exception, php_error, storage_exception};
 use crate::metrics::{self, ServiceView};
 use crate::module::{self, INI_MAX_KEY_LENGTH, INI_MAX_SERVICES};
 use crate::store::{StoreError, TableKind};
@@ -101,7 +103,11 @@ impl<'a> FromZval<'a> for Clock {
 pub struct AbstractSlidingTimeWindowShm {
     bucket_duration: Option<u64>,
     clock: Option<Clock>,
-    configured: Option<Configured>,
+    /// What `setContext()` read. Every method takes `&self` and none holds a borrow of this
+    /// cell, or a reference into what it holds, while PHP code runs (the clock, Ganesha's
+    /// Context): that code may call this object again, `setContext()` included. A method keeps
+    /// the configuration it started with by its `Rc`.
+    configured: RefCell<Option<Rc<Configured>>>,
 }
 
 #[php_impl]
@@ -120,7 +126,7 @@ impl AbstractSlidingTimeWindowShm {
     /// clock (Ganesha's own `time()`).
     pub fn __construct(bucketDuration: Option<i64>, clock: Option<Clock>) -> PhpResult<Self> {
         let bucket_duration = window::check_bucket_duration(bucketDuration).map_err(window_error)?;
-        Ok(Self { bucket_duration, clock, configured: None })
+        Ok(Self { bucket_duration, clock, configured: RefCell::new(None) })
     }
 
     pub fn support_count_strategy(&self) -> bool {
@@ -133,7 +139,7 @@ impl AbstractSlidingTimeWindowShm {
 
     /// Reads the strategy, the time window, the interval to half-open and the storage keys
     /// from Ganesha's `Context`, and checks that the bucket duration fits the time window.
-    pub fn set_context(&mut self, context: &mut ZendObject) -> PhpResult<()> {
+    pub fn set_context(&self, context: &mut ZendObject) -> PhpResult<()> {
         let strategy = string(context, "strategy")?;
         let configuration = call(context, "configuration")?;
         let configuration =
@@ -167,7 +173,8 @@ impl AbstractSlidingTimeWindowShm {
                 suffix("status")?,
             ],
         };
-        self.configured = Some(Configured { strategy, interval_to_half_open, storage_keys, thresholds });
+        let configured = Configured { strategy, interval_to_half_open, storage_keys, thresholds };
+        *self.configured.borrow_mut() = Some(Rc::new(configured));
         Ok(())
     }
 
@@ -245,8 +252,8 @@ impl AbstractSlidingTimeWindowShm {
     /// Deletes the counts, last failure times and statuses under this configuration's storage
     /// keys, and nothing else.
     pub fn reset(&self) -> PhpResult<()> {
-        let keys = &self.configuration()?.storage_keys;
-        module::store()?.remove_matching(|key| keys.covers(key));
+        let configured = self.configuration()?;
+        module::store()?.remove_matching(|key| configured.storage_keys.covers(key));
         Ok(())
     }
 
@@ -332,8 +339,10 @@ fn integer_key(bytes: &[u8]) -> Option<i64> {
 const COUNT_STRATEGY: &str = "count";
 
 impl AbstractSlidingTimeWindowShm {
-    fn configuration(&self) -> PhpResult<&Configured> {
-        self.configured.as_ref().ok_or_else(|| {
+    /// The configuration `setContext()` gave, kept by this call even if PHP code run later in
+    /// it sets another.
+    fn configuration(&self) -> PhpResult<Rc<Configured>> {
+        self.configured.borrow().clone().ok_or_else(|| {
             exception(
                 "LogicException",
                 "The adapter has no configuration yet: pass it to Ganesha's Builder, whose build() calls setContext()."
@@ -344,12 +353,14 @@ impl AbstractSlidingTimeWindowShm {
 
     /// The configuration and the current time, from the clock given to the constructor or
     /// the system's.
-    fn configured_now(&self) -> PhpResult<(&Configured, u64)> {
+    fn configured_now(&self) -> PhpResult<(Rc<Configured>, u64)> {
         let configured = self.configuration()?;
         let now = match &self.clock {
             None => module::unix_time(),
             Some(Clock(callable)) => {
-                let time = ZendCallable::new(callable).and_then(|c| c.try_call(vec![])).ok().and_then(|t| t.long());
+                // Its own reference to the callable, which the call may outlive the object's.
+                let callable = callable.shallow_clone();
+                let time = ZendCallable::new(&callable).and_then(|c| c.try_call(vec![])).ok().and_then(|t| t.long());
                 let time = time
                     .ok_or_else(|| exception("UnexpectedValueException", "The clock did not return an int.".into()))?;
                 time.max(0) as u64
@@ -415,21 +426,6 @@ impl AbstractSlidingTimeWindowShm {
     }
 }
 
-/// An exception of a class that PHP always has.
-fn exception(class: &str, message: String) -> PhpException {
-    let class = ClassEntry::try_find(class).expect("SPL exception classes are always registered");
-    PhpException::new(message, 0, class)
-}
-
-/// Ganesha's `StorageException`, so that Ganesha fails open and emits `storage_error`; a
-/// `RuntimeException` (its parent) when Ganesha is not loaded.
-pub fn storage_exception(message: String) -> PhpException {
-    match ClassEntry::try_find("Ackintosh\\Ganesha\\Exception\\StorageException") {
-        Some(class) => PhpException::new(message, 0, class),
-        None => exception("RuntimeException", message),
-    }
-}
-
 fn storage_error(StoreError { table, error }: StoreError) -> PhpException {
     let message = match error {
         TableError::KeyTooLong { length, max } => format!(
@@ -476,10 +472,6 @@ fn call(object: &ZendObject, method: &str) -> PhpResult<Zval> {
 /// An int from a method the object may not have.
 fn optional_long(object: &ZendObject, method: &str) -> Option<i64> {
     object.try_call_method(method, vec![]).ok().and_then(|value| value.long())
-}
-
-fn php_error(error: ext_php_rs::error::Error) -> PhpException {
-    exception("RuntimeException", format!("ganesha_shm: {error}"))
 }
 
 fn long(object: &ZendObject, method: &str) -> PhpResult<i64> {

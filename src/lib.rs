@@ -8,11 +8,13 @@
 //! * [`store`]: Ganesha's storage operations over the tables;
 //! * [`circuit`]: what Ganesha would decide for a service, from its figures, pure;
 //! * [`metrics`]: the Prometheus text format, pure;
+//! * [`errors`]: the PHP exceptions thrown;
 //! * [`adapter`]: the PHP class;
 //! * [`module`]: INI settings, startup, phpinfo.
 
 mod adapter;
 mod circuit;
+mod errors;
 mod metrics;
 // Model-based (proptest) tests of the store against an in-memory model.
 #[cfg(test)]

@@ -12,7 +12,7 @@ use ext_php_rs::zend::{ExecutorGlobals, IniEntryDef, IniEntryDefs, ModuleEntry};
 use ext_php_rs::{info_table_end, info_table_header, info_table_row, info_table_start};
 use once_cell::sync::OnceCell;
 
-use crate::adapter::storage_exception;
+use crate::errors::storage_exception;
 use crate::segment::{Backing, Segment, Settings};
 use crate::store::Store;
 
