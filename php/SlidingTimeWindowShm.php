@@ -10,7 +10,7 @@ use Ackintosh\Ganesha\Storage\AdapterInterface;
 if (!\extension_loaded('ganesha_shm')) {
     throw new \LogicException(
         'Zeusi\GaneshaShmAdapter\SlidingTimeWindowShm needs the ganesha_shm extension, which is not loaded: '
-        . 'build it with `cargo build --release` and add `extension=/path/to/libganesha_shm.so` '
+        . 'build it with `vendor/bin/ganesha-shm-install`, which prints the `extension=` line to add '
         . 'to the php.ini of this SAPI (`php --ini` lists the files read).'
     );
 }

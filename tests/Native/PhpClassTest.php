@@ -27,6 +27,7 @@ final class PhpClassTest extends TestCase
         self::assertFalse($result['loaded'] ?? null, 'the child process runs without the extension');
         self::assertSame(\LogicException::class, $result['thrown']);
         self::assertStringContainsString('extension=', $result['message']);
+        self::assertStringContainsString('vendor/bin/ganesha-shm-install', $result['message'], 'it names the installer');
         self::assertStringContainsString('ganesha_shm', $result['message']);
         self::assertFalse($result['declared']);
     }
