@@ -25,7 +25,8 @@ use ext_php_rs::types::{ZendCallable, ZendHashTable, ZendObject, ZendStr, Zval};
 use crate::circuit::{self, Figures, Thresholds};
 use crate::errors::{exception, php_error, storage_exception};
 use crate::metrics::{self, ServiceView};
-use crate::module::{self, INI_MAX_KEY_LENGTH, INI_MAX_SERVICES};
+use crate::process;
+use crate::settings::{INI_MAX_KEY_LENGTH, INI_MAX_SERVICES};
 use crate::store::{StoreError, TableKind};
 use crate::table::TableError;
 use crate::window::{self, timed, CountWord, Window, WindowError};
@@ -185,7 +186,7 @@ impl AbstractSlidingTimeWindowShm {
     /// Rate: the events in the buckets spanning the time window. Count: the counter.
     pub fn load(&self, service: BinarySlice<u8>) -> PhpResult<i64> {
         let (configured, now) = self.configured_now()?;
-        let store = module::store()?;
+        let store = process::store()?;
         let count = match &configured.strategy {
             Strategy::Rate(window) => store.load(&service, window, now),
             Strategy::Count => store.load_count(&service, now),
@@ -197,13 +198,13 @@ impl AbstractSlidingTimeWindowShm {
     pub fn save(&self, service: BinarySlice<u8>, count: i64) -> PhpResult<()> {
         let now = self.count_strategy("save")?;
         check_range("count", count, 0, CountWord::MAX as i64)?;
-        module::store()?.change_count(&service, now, true, |_| count as u64).map_err(storage_error)
+        process::store()?.change_count(&service, now, true, |_| count as u64).map_err(storage_error)
     }
 
     /// Rate: one event in the current bucket. Count: one more.
     pub fn increment(&self, service: BinarySlice<u8>) -> PhpResult<()> {
         let (configured, now) = self.configured_now()?;
-        let store = module::store()?;
+        let store = process::store()?;
         match &configured.strategy {
             Strategy::Rate(window) => store.increment(&service, window, now),
             Strategy::Count => store.change_count(&service, now, true, |count| count + 1),
@@ -214,13 +215,13 @@ impl AbstractSlidingTimeWindowShm {
     /// Count strategy only: one less, never below 0, in one atomic step.
     pub fn decrement(&self, service: BinarySlice<u8>) -> PhpResult<()> {
         let now = self.count_strategy("decrement")?;
-        module::store()?.change_count(&service, now, false, |count| count.saturating_sub(1)).map_err(storage_error)
+        process::store()?.change_count(&service, now, false, |count| count.saturating_sub(1)).map_err(storage_error)
     }
 
     pub fn save_last_failure_time(&self, service: BinarySlice<u8>, lastFailureTime: i64) -> PhpResult<()> {
         let (configured, now) = self.configured_now()?;
         check_range("lastFailureTime", lastFailureTime, timed::MIN_VALUE, timed::MAX_VALUE)?;
-        module::store()?
+        process::store()?
             .save_last_failure_time(&service, lastFailureTime, configured.last_failure_ttl(), now)
             .map_err(storage_error)
     }
@@ -231,7 +232,7 @@ impl AbstractSlidingTimeWindowShm {
     /// half-open trial; every other caller gets the new time and is rejected.
     pub fn load_last_failure_time(&self, service: BinarySlice<u8>) -> PhpResult<Option<i64>> {
         let (configured, now) = self.configured_now()?;
-        module::store()?
+        process::store()?
             .claim_trial(&service, now, configured.interval_to_half_open, configured.last_failure_ttl())
             .map_err(storage_error)
     }
@@ -239,13 +240,13 @@ impl AbstractSlidingTimeWindowShm {
     pub fn save_status(&self, service: BinarySlice<u8>, status: i64) -> PhpResult<()> {
         let (_, now) = self.configured_now()?;
         check_range("status", status, i32::MIN as i64, i32::MAX as i64)?;
-        module::store()?.save_status(&service, status, now).map_err(storage_error)
+        process::store()?.save_status(&service, status, now).map_err(storage_error)
     }
 
     /// The stored status, or `Ganesha::STATUS_CALMED_DOWN` (not stored) when there is none.
     pub fn load_status(&self, service: BinarySlice<u8>) -> PhpResult<i64> {
         let (_, now) = self.configured_now()?;
-        let status = module::store()?.load_status(&service, now).map_err(storage_error)?;
+        let status = process::store()?.load_status(&service, now).map_err(storage_error)?;
         Ok(status.unwrap_or(STATUS_CALMED_DOWN))
     }
 
@@ -253,7 +254,7 @@ impl AbstractSlidingTimeWindowShm {
     /// keys, and nothing else.
     pub fn reset(&self) -> PhpResult<()> {
         let configured = self.configuration()?;
-        module::store()?.remove_matching(|key| configured.storage_keys.covers(key));
+        process::store()?.remove_matching(|key| configured.storage_keys.covers(key));
         Ok(())
     }
 
@@ -262,7 +263,7 @@ impl AbstractSlidingTimeWindowShm {
     /// service is mended, so that its circuit admits requests at once.
     pub fn reset_service(&self, service: BinarySlice<u8>) -> PhpResult<()> {
         let keys = self.configuration()?.storage_keys.of_service(&service);
-        module::store()?.remove_matching(|key| keys.iter().any(|own| own[..] == *key));
+        process::store()?.remove_matching(|key| keys.iter().any(|own| own[..] == *key));
         Ok(())
     }
 
@@ -288,7 +289,7 @@ impl AbstractSlidingTimeWindowShm {
     /// The snapshot's figures and the store's, in the Prometheus text exposition format, for an
     /// application's /metrics route.
     pub fn metrics(&self) -> PhpResult<String> {
-        Ok(metrics::exposition(&self.views()?, &module::metric_figures()?))
+        Ok(metrics::exposition(&self.views()?, &process::metric_figures()?))
     }
 }
 
@@ -356,7 +357,7 @@ impl AbstractSlidingTimeWindowShm {
     fn configured_now(&self) -> PhpResult<(Rc<Configured>, u64)> {
         let configured = self.configuration()?;
         let now = match &self.clock {
-            None => module::unix_time(),
+            None => process::unix_time(),
             Some(Clock(callable)) => {
                 // Its own reference to the callable, which the call may outlive the object's.
                 let callable = callable.shallow_clone();
@@ -378,7 +379,7 @@ impl AbstractSlidingTimeWindowShm {
                 "The context gave no thresholds: build the adapter with Ganesha's Builder.".into(),
             )
         })?;
-        let store = module::store()?;
+        let store = process::store()?;
         let keys = &configured.storage_keys;
         let services: BTreeSet<Vec<u8>> =
             store.live_keys(now).iter().filter_map(|key| keys.service_of(key)).map(<[u8]>::to_vec).collect();
@@ -440,7 +441,7 @@ fn storage_error(StoreError { table, error }: StoreError) -> PhpException {
             format!(
                 "ganesha_shm: the store is full: all {slots} {what} hold unexpired data; \
                  raise {INI_MAX_SERVICES} in php.ini (now {})",
-                module::max_services()
+                process::max_services()
             )
         }
         TableError::Contended => {

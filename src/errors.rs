@@ -1,4 +1,5 @@
-//! The PHP exceptions the extension throws, in one place for the class and the module.
+//! The PHP errors of the extension, in one place for the class and the module: the exceptions
+//! it throws, and the warnings it logs at startup.
 
 use ext_php_rs::exception::PhpException;
 use ext_php_rs::zend::ClassEntry;
@@ -22,4 +23,19 @@ pub fn storage_exception(message: String) -> PhpException {
 /// needed, never the caller's fault.
 pub fn php_error(error: ext_php_rs::error::Error) -> PhpException {
     exception("RuntimeException", format!("ganesha_shm: {error}"))
+}
+
+/// Logs a startup warning where PHP logs its own (error_log, or stderr).
+pub fn warn(message: &str) {
+    let message = std::ffi::CString::new(format!("ganesha_shm: {message}")).unwrap_or_default();
+    // SAFETY: php_error_docref is PHP's variadic logging function; the format "%s" takes
+    // exactly the one NUL-terminated string passed, which outlives the call.
+    unsafe {
+        ext_php_rs::ffi::php_error_docref(
+            std::ptr::null(),
+            ext_php_rs::ffi::E_CORE_WARNING as i32,
+            c"%s".as_ptr(),
+            message.as_ptr(),
+        );
+    }
 }

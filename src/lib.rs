@@ -9,8 +9,10 @@
 //! * [`circuit`]: what Ganesha would decide for a service, from its figures, pure;
 //! * [`metrics`]: the Prometheus text format, pure;
 //! * [`errors`]: the PHP exceptions thrown;
+//! * [`settings`]: the INI settings and their checks;
+//! * [`process`]: this process's segment, store and clock;
 //! * [`adapter`]: the PHP class;
-//! * [`module`]: INI settings, startup, phpinfo.
+//! * [`module`]: what PHP registers, startup, phpinfo.
 
 mod adapter;
 mod circuit;
@@ -20,7 +22,9 @@ mod metrics;
 #[cfg(test)]
 mod model_tests;
 mod module;
+mod process;
 mod segment;
+mod settings;
 mod store;
 mod table;
 mod window;

@@ -1,0 +1,145 @@
+//! What this process has of the extension: the segment made at startup (inherited by the
+//! processes forked after), the store over it, and the clock. The PHP class and the module
+//! both use it; it uses neither.
+
+use once_cell::sync::OnceCell;
+
+use crate::errors::{storage_exception, warn};
+use crate::segment::{Backing, Segment, Settings};
+use crate::settings::{Startup, INI_PATH};
+use crate::store::Store;
+
+use ext_php_rs::exception::PhpException;
+
+/// The segment of this process: created or mapped at startup, inherited by the processes
+/// forked after. `Err` holds why there is none; every store call then throws that reason.
+static SEGMENT: OnceCell<Result<Segment, String>> = OnceCell::new();
+
+/// Why the file of `ganesha_shm.path` was refused, when it was.
+static PATH_REFUSAL: OnceCell<String> = OnceCell::new();
+
+/// Makes the segment (at MINIT): the file of `ganesha_shm.path` when one is set and can be
+/// used, else an anonymous one.
+pub fn start(startup: &Startup) {
+    let segment = file_segment(startup).map_or_else(|| anonymous_segment(startup.settings), Ok);
+    // A second MINIT in one process (not done by PHP) would keep the first segment.
+    let _ = SEGMENT.set(segment);
+}
+
+/// The segment file of `ganesha_shm.path`, if one is set and passes the checks; a refused file
+/// is logged in one line and its reason kept for `ganesha_shm_info()`.
+fn file_segment(startup: &Startup) -> Option<Segment> {
+    let path = startup.path.as_deref()?;
+    Segment::open_file(std::path::Path::new(path), startup.settings, startup.mode)
+        .map_err(|refusal| {
+            let reason = format!("{INI_PATH}={path:?} refused: {refusal}");
+            warn(&format!("{reason}; using an anonymous segment, shared only with this process's children"));
+            let _ = PATH_REFUSAL.set(reason);
+        })
+        .ok()
+}
+
+/// An anonymous segment, or why none could be created.
+fn anonymous_segment(settings: Settings) -> Result<Segment, String> {
+    Segment::create_anonymous(settings).map_err(|e| {
+        let reason = format!(
+            "cannot create a shared memory segment of {} bytes: {e}",
+            crate::segment::Layout::new(settings).segment_bytes()
+        );
+        warn(&reason);
+        reason
+    })
+}
+
+/// The segment, or why there is none: `Err` of the reason when it could not be made, `None`
+/// before startup.
+pub fn segment_state() -> Option<Result<&'static Segment, &'static str>> {
+    SEGMENT.get().map(|segment| segment.as_ref().map_err(String::as_str))
+}
+
+/// The segment, or Ganesha's `StorageException` saying why there is none.
+pub fn segment() -> Result<&'static Segment, PhpException> {
+    match segment_state() {
+        Some(Ok(segment)) => Ok(segment),
+        Some(Err(reason)) => Err(storage_exception(format!("ganesha_shm: {reason}"))),
+        None => Err(storage_exception("ganesha_shm: the extension has not been started".into())),
+    }
+}
+
+/// Why the file of `ganesha_shm.path` was refused, when it was.
+pub fn path_refusal() -> Option<&'static str> {
+    PATH_REFUSAL.get().map(String::as_str)
+}
+
+/// What `ganesha_shm_info()` and `phpinfo()` say the segment is: "anonymous" or its path.
+pub fn backing_name(segment: &Segment) -> String {
+    match segment.backing() {
+        Backing::Anonymous => "anonymous".into(),
+        Backing::File(path) => path.display().to_string(),
+    }
+}
+
+/// The store of this process's segment, built once: the tables' bounds and hash seed are
+/// fixed when the segment is created.
+pub fn store() -> Result<&'static Store<'static>, PhpException> {
+    static STORE: OnceCell<Store<'static>> = OnceCell::new();
+    let segment = segment()?;
+    Ok(STORE.get_or_init(|| Store::new(segment)))
+}
+
+/// The Unix time in seconds, read as PHP's and Ganesha's `time()` read it: with `time(NULL)`,
+/// a few times cheaper than `SystemTime::now()`, and never a second apart from Ganesha's.
+pub fn unix_time() -> u64 {
+    // SAFETY: time(NULL) only reads the clock; the null pointer tells it not to store it.
+    let now = unsafe { libc::time(std::ptr::null_mut()) };
+    now.max(0) as u64
+}
+
+/// The effective `ganesha_shm.max_services`, for messages.
+pub fn max_services() -> u64 {
+    SEGMENT.get().and_then(|s| s.as_ref().ok()).map_or(0, |s| s.layout().settings.max_services)
+}
+
+/// The figures shown by `ganesha_shm_info()`, `phpinfo()` and the metrics, in order, with
+/// what each means.
+pub fn figures(segment: &Segment) -> Vec<(&'static str, u64, &'static str)> {
+    let layout = segment.layout();
+    let stats = segment.stats();
+    let [counters, statuses] = Store::new(segment).usage(unix_time());
+    // Relaxed: statistics.
+    let stat = |word: &std::sync::atomic::AtomicU64| word.load(std::sync::atomic::Ordering::Relaxed);
+    vec![
+        ("segment_bytes", layout.segment_bytes() as u64, "Size of the shared-memory segment."),
+        ("layout_version", segment.layout_version(), "Version of the segment's layout."),
+        ("max_services", layout.settings.max_services, "Services the store has room for (ganesha_shm.max_services)."),
+        ("max_key_length", layout.settings.max_key_length, "Longest key in bytes (ganesha_shm.max_key_length)."),
+        ("counter_slots", layout.counter_slots as u64, "Counter slots: 3 per service."),
+        ("counter_slot_bytes", layout.counter_slot_words as u64 * 8, "Bytes of one counter slot."),
+        ("status_slots", layout.status_slots as u64, "Status slots: 1 per service."),
+        ("status_slot_bytes", layout.status_slot_words as u64 * 8, "Bytes of one status slot."),
+        ("bytes_per_service", layout.bytes_per_service() as u64, "Shared memory one service takes."),
+        ("counter_slots_used", counters.live as u64, "Counter slots holding unexpired data."),
+        ("status_slots_used", statuses.live as u64, "Status slots holding unexpired data."),
+        (
+            "expired_slots",
+            (counters.expired + statuses.expired) as u64,
+            "Slots whose data has expired, free for new keys.",
+        ),
+        ("claims", stat(stats.claims), "Slots given to new keys."),
+        ("reclaims", stat(stats.reclaims), "Slots given to new keys after their data expired."),
+        ("full_errors", stat(stats.full_errors), "New keys refused because the store was full."),
+    ]
+}
+
+/// Names of the figures that only grow: `_total` counters in the metrics.
+const COUNTERS: [&str; 3] = ["claims", "reclaims", "full_errors"];
+
+/// The store's figures for the metrics: name (counters end in `_total`), value, help.
+pub fn metric_figures() -> Result<Vec<(String, u64, &'static str)>, PhpException> {
+    Ok(figures(segment()?)
+        .into_iter()
+        .map(|(name, value, help)| {
+            (if COUNTERS.contains(&name) { format!("{name}_total") } else { name.to_string() }, value, help)
+        })
+        .collect())
+}
