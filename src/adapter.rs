@@ -101,6 +101,7 @@ impl<'a> FromZval<'a> for Clock {
 #[php_class]
 #[php(name = "Zeusi\\GaneshaShmAdapter\\AbstractSlidingTimeWindowShm")]
 #[php(flags = ClassFlags::Abstract)]
+#[php(modifier = "register_hot_methods")]
 pub struct AbstractSlidingTimeWindowShm {
     bucket_duration: Option<u64>,
     clock: Option<Clock>,
@@ -183,33 +184,11 @@ impl AbstractSlidingTimeWindowShm {
     #[allow(unused_variables)]
     pub fn set_configuration(&self, configuration: &mut ZendObject) {}
 
-    /// Rate: the events in the buckets spanning the time window. Count: the counter.
-    pub fn load(&self, service: BinarySlice<u8>) -> PhpResult<i64> {
-        let (configured, now) = self.configured_now()?;
-        let store = process::store()?;
-        let count = match &configured.strategy {
-            Strategy::Rate(window) => store.load(&service, window, now),
-            Strategy::Count => store.load_count(&service, now),
-        };
-        Ok(count.map_err(storage_error)?.min(i64::MAX as u64) as i64)
-    }
-
     /// Count strategy only: sets the counter.
     pub fn save(&self, service: BinarySlice<u8>, count: i64) -> PhpResult<()> {
         let now = self.count_strategy("save")?;
         check_range("count", count, 0, CountWord::MAX as i64)?;
         process::store()?.change_count(&service, now, true, |_| count as u64).map_err(storage_error)
-    }
-
-    /// Rate: one event in the current bucket. Count: one more.
-    pub fn increment(&self, service: BinarySlice<u8>) -> PhpResult<()> {
-        let (configured, now) = self.configured_now()?;
-        let store = process::store()?;
-        match &configured.strategy {
-            Strategy::Rate(window) => store.increment(&service, window, now),
-            Strategy::Count => store.change_count(&service, now, true, |count| count + 1),
-        }
-        .map_err(storage_error)
     }
 
     /// Count strategy only: one less, never below 0, in one atomic step.
@@ -241,13 +220,6 @@ impl AbstractSlidingTimeWindowShm {
         let (_, now) = self.configured_now()?;
         check_range("status", status, i32::MIN as i64, i32::MAX as i64)?;
         process::store()?.save_status(&service, status, now).map_err(storage_error)
-    }
-
-    /// The stored status, or `Ganesha::STATUS_CALMED_DOWN` (not stored) when there is none.
-    pub fn load_status(&self, service: BinarySlice<u8>) -> PhpResult<i64> {
-        let (_, now) = self.configured_now()?;
-        let status = process::store()?.load_status(&service, now).map_err(storage_error)?;
-        Ok(status.unwrap_or(STATUS_CALMED_DOWN))
     }
 
     /// Deletes the counts, last failure times and statuses under this configuration's storage
@@ -338,6 +310,37 @@ fn integer_key(bytes: &[u8]) -> Option<i64> {
 
 /// Ganesha's `Context::STRATEGY_COUNT`.
 const COUNT_STRATEGY: &str = "count";
+
+/// The methods Ganesha calls on every request, registered by `hot::register`. Each takes the
+/// configuration and the time its caller read.
+impl AbstractSlidingTimeWindowShm {
+    /// `load()`. Rate: the events in the buckets spanning the time window. Count: the counter.
+    fn load_at(&self, service: &[u8], configured: &Configured, now: u64) -> PhpResult<i64> {
+        let store = process::store()?;
+        let count = match &configured.strategy {
+            Strategy::Rate(window) => store.load(service, window, now),
+            Strategy::Count => store.load_count(service, now),
+        };
+        Ok(count.map_err(storage_error)?.min(i64::MAX as u64) as i64)
+    }
+
+    /// `increment()`. Rate: one event in the current bucket. Count: one more.
+    fn increment_at(&self, service: &[u8], configured: &Configured, now: u64) -> PhpResult<()> {
+        let store = process::store()?;
+        match &configured.strategy {
+            Strategy::Rate(window) => store.increment(service, window, now),
+            Strategy::Count => store.change_count(service, now, true, |count| count + 1),
+        }
+        .map_err(storage_error)
+    }
+
+    /// `loadStatus()`: the stored status, or `Ganesha::STATUS_CALMED_DOWN` (not stored) when
+    /// there is none.
+    fn load_status_at(&self, service: &[u8], _configured: &Configured, now: u64) -> PhpResult<i64> {
+        let status = process::store()?.load_status(service, now).map_err(storage_error)?;
+        Ok(status.unwrap_or(STATUS_CALMED_DOWN))
+    }
+}
 
 impl AbstractSlidingTimeWindowShm {
     /// The configuration `setContext()` gave, kept by this call even if PHP code run later in
@@ -485,6 +488,124 @@ fn string(object: &ZendObject, method: &str) -> PhpResult<Vec<u8>> {
         .zend_str()
         .map(|s| s.as_bytes().to_vec())
         .ok_or_else(|| not_a_context(&format!("{method}() did not return a string")))
+}
+
+/// The class's hot methods: see `hot`.
+fn register_hot_methods(class: ext_php_rs::builders::ClassBuilder) -> ext_php_rs::builders::ClassBuilder {
+    hot::register(class)
+}
+
+/// The methods Ganesha calls on every request (`load`, `increment`, `loadStatus`), with
+/// handlers of their own instead of ext-php-rs's generated ones, which run every call inside a
+/// `zend_try` (a `setjmp`, and a closure behind two calls) so that a PHP bailout cannot
+/// unwind through Rust frames.
+///
+/// A bailout (a fatal error's longjmp) comes only out of the engine: out of PHP code, or out of
+/// an engine function that allocates and finds the memory limit reached. The common case of
+/// these methods calls neither: no clock callable is set, the argument is a string read from
+/// the call frame, the store answers, and the result is an int or null written into the return
+/// value. That case runs here unguarded. Everything else (a clock to call, arguments to
+/// convert or to reject, an exception to throw) runs under ext-php-rs's `run_handler`, which
+/// guards it as the generated handlers do.
+mod hot {
+    use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
+
+    use ext_php_rs::args::Arg;
+    use ext_php_rs::builders::{ClassBuilder, FunctionBuilder};
+    use ext_php_rs::convert::FromZvalMut;
+    use ext_php_rs::flags::{DataType, MethodFlags};
+    use ext_php_rs::zend::{ce, run_handler, ExecuteData};
+
+    use super::*;
+
+    /// A hot method: the name PHP calls, and what it does with the service, the configuration
+    /// and the time.
+    type Method<T> = fn(&AbstractSlidingTimeWindowShm, &[u8], &Configured, u64) -> PhpResult<T>;
+
+    /// Adds the hot methods to the class, declared as `#[php_impl]` would declare them.
+    pub fn register(class: ClassBuilder) -> ClassBuilder {
+        let service = || Arg::new("service", DataType::String);
+        class
+            .method(FunctionBuilder::new("load", load).arg(service()).returns(DataType::Long, false, false), MethodFlags::Public)
+            .method(
+                FunctionBuilder::new("increment", increment).arg(service()).returns(DataType::Void, false, false),
+                MethodFlags::Public,
+            )
+            .method(
+                FunctionBuilder::new("loadStatus", load_status).arg(service()).returns(DataType::Long, false, false),
+                MethodFlags::Public,
+            )
+    }
+
+    extern "C" fn load(ex: &mut ExecuteData, retval: &mut Zval) {
+        call(ex, retval, AbstractSlidingTimeWindowShm::load_at, |retval, count| retval.set_long(count));
+    }
+
+    extern "C" fn increment(ex: &mut ExecuteData, retval: &mut Zval) {
+        call(ex, retval, AbstractSlidingTimeWindowShm::increment_at, |retval, ()| retval.set_null());
+    }
+
+    extern "C" fn load_status(ex: &mut ExecuteData, retval: &mut Zval) {
+        call(ex, retval, AbstractSlidingTimeWindowShm::load_status_at, |retval, status| retval.set_long(status));
+    }
+
+    /// Runs `method` for the call in `ex`, and `set` with its result.
+    fn call<T>(ex: &mut ExecuteData, retval: &mut Zval, method: Method<T>, set: fn(&mut Zval, T)) {
+        // A panic must not unwind out of an `extern "C"` function: it is thrown as
+        // ext-php-rs's handlers throw one.
+        match catch_unwind(AssertUnwindSafe(|| unguarded(ex, method))) {
+            Ok(Some(Ok(value))) => set(retval, value),
+            Ok(Some(Err(exception))) => run_handler(AssertUnwindSafe(|| exception.throw())),
+            Ok(None) => run_handler(AssertUnwindSafe(|| guarded(ex, retval, method, set))),
+            Err(panic) => run_handler(AssertUnwindSafe(|| resume_unwind(panic))),
+        }
+    }
+
+    /// The common case, which calls nothing of the engine: `None` when the call is not one.
+    fn unguarded<T>(ex: &mut ExecuteData, method: Method<T>) -> Option<PhpResult<T>> {
+        // SAFETY: `This.u2.num_args` is the argument count PHP wrote into the frame of this
+        // method call before calling its handler.
+        if unsafe { ex.This.u2.num_args } != 1 {
+            return None;
+        }
+        // SAFETY: the frame holds one argument (checked above), in its first call slot.
+        let argument = unsafe { ex.zend_call_arg(0) }?;
+        let service = argument.dereference().zend_str()?.as_bytes();
+        let this = ex.get_object::<AbstractSlidingTimeWindowShm>()?;
+        if this.clock.is_some() {
+            return None;
+        }
+        // No PHP code runs until this returns, so the borrow cannot meet a setContext().
+        let configured = this.configured.borrow();
+        let configured = configured.as_ref()?;
+        Some(method(this, service, configured, process::unix_time()))
+    }
+
+    /// Every other case, as ext-php-rs's generated handler would run it.
+    fn guarded<T>(ex: &mut ExecuteData, retval: &mut Zval, method: Method<T>, set: fn(&mut Zval, T)) {
+        // SAFETY: as in `unguarded`.
+        let count = unsafe { ex.This.u2.num_args };
+        if count != 1 {
+            // SAFETY: PHP's own error for a wrong argument count; it throws ArgumentCountError.
+            unsafe { ext_php_rs::ffi::zend_wrong_parameters_count_error(1, 1) };
+            return;
+        }
+        // SAFETY: as in `unguarded`.
+        let service = unsafe { ex.zend_call_arg(0) }
+            .and_then(|argument| BinarySlice::<u8>::from_zval_mut(argument.dereference_mut()));
+        let Some(service) = service else {
+            PhpException::new("Invalid value given for argument `service`.".into(), 0, ce::type_error()).throw();
+            return;
+        };
+        let Some(this) = ex.get_object::<AbstractSlidingTimeWindowShm>() else {
+            PhpException::from_message("Failed to retrieve reference to `$this`".into()).throw();
+            return;
+        };
+        match this.configured_now().and_then(|(configured, now)| method(this, &service, &configured, now)) {
+            Ok(value) => set(retval, value),
+            Err(exception) => exception.throw(),
+        }
+    }
 }
 
 #[cfg(test)]

@@ -83,6 +83,10 @@ pub fn backing_name(segment: &Segment) -> String {
 /// fixed when the segment is created.
 pub fn store() -> Result<&'static Store<'static>, PhpException> {
     static STORE: OnceCell<Store<'static>> = OnceCell::new();
+    // Every adapter call starts here: once built, the store is one load away.
+    if let Some(store) = STORE.get() {
+        return Ok(store);
+    }
     let segment = segment()?;
     Ok(STORE.get_or_init(|| Store::new(segment)))
 }
