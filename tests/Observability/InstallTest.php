@@ -259,7 +259,8 @@ final class InstallTest extends TestCase
      */
     private function seedCargoTarget(string $target): void
     {
-        $release = \dirname(__DIR__, 2) . '/target/release';
+        // where the extension under test was built: target/release, or CARGO_TARGET_DIR's
+        $release = \dirname(\GANESHA_SHM_EXT);
         \mkdir($target . '/release', 0777, true);
         $parts = \array_values(\array_filter(
             [$release . '/deps', $release . '/build', $release . '/.fingerprint'],
