@@ -24,7 +24,7 @@ use ext_php_rs::types::{ZendCallable, ZendHashTable, ZendObject, ZendStr, Zval};
 
 use crate::circuit::{self, Figures, Thresholds};
 use crate::errors::{exception, php_error, storage_exception};
-use crate::metrics::{self, ServiceView};
+use crate::metrics::{self, BucketView, ServiceView};
 use crate::process;
 use crate::settings::{INI_MAX_KEY_LENGTH, INI_MAX_SERVICES};
 use crate::store::{StoreError, TableKind};
@@ -242,12 +242,15 @@ impl AbstractSlidingTimeWindowShm {
     /// Every service with data under this configuration's storage keys, keyed by its name's
     /// bytes as they are: its figures in the current window, its status, its last failure time
     /// and what Ganesha would do with a request now (`state`: closed, open or half_open;
-    /// `admits`), with `display_name`, the name as UTF-8 text. Read-only: unlike
-    /// `loadLastFailureTime()`, it never claims the half-open trial.
-    pub fn snapshot(&self) -> PhpResult<ZBox<ZendHashTable>> {
+    /// `admits`), with `display_name`, the name as UTF-8 text. With `$buckets` (Rate
+    /// strategy), `buckets` lists the window's buckets, oldest first: each one's start time and
+    /// its failures, successes and rejections. Read-only: unlike `loadLastFailureTime()`, it
+    /// never claims the half-open trial.
+    #[php(defaults(buckets = false))]
+    pub fn snapshot(&self, buckets: bool) -> PhpResult<ZBox<ZendHashTable>> {
         let counts_requests = matches!(self.configuration()?.strategy, Strategy::Rate(_));
         let mut services = ZendHashTable::new();
-        for view in self.views()? {
+        for view in self.views(buckets)? {
             let row = snapshot_row(&view, counts_requests)?;
             match integer_key(&view.service) {
                 Some(index) => services.insert(index, row),
@@ -261,7 +264,7 @@ impl AbstractSlidingTimeWindowShm {
     /// The snapshot's figures and the store's, in the Prometheus text exposition format, for an
     /// application's /metrics route.
     pub fn metrics(&self) -> PhpResult<String> {
-        Ok(metrics::exposition(&self.views()?, &process::metric_figures()?))
+        Ok(metrics::exposition(&self.views(false)?, &process::metric_figures()?))
     }
 }
 
@@ -289,6 +292,22 @@ fn snapshot_row(view: &ServiceView, counts_requests: bool) -> PhpResult<ZBox<Zen
     let mut row = ZendHashTable::new();
     for (name, value) in fields {
         row.insert(name, value).map_err(php_error)?;
+    }
+    if let Some(buckets) = &view.buckets {
+        let mut list = ZendHashTable::new();
+        for bucket in buckets {
+            let mut entry = ZendHashTable::new();
+            for (name, value) in [
+                ("start", bucket.start),
+                ("failures", bucket.failures),
+                ("successes", bucket.successes),
+                ("rejections", bucket.rejections),
+            ] {
+                entry.insert(name, value.min(i64::MAX as u64) as i64).map_err(php_error)?;
+            }
+            list.push(entry).map_err(php_error)?;
+        }
+        row.insert("buckets", list).map_err(php_error)?;
     }
     Ok(row)
 }
@@ -373,8 +392,9 @@ impl AbstractSlidingTimeWindowShm {
         Ok((configured, now))
     }
 
-    /// Every service with data under this configuration's storage keys, sorted by name.
-    fn views(&self) -> PhpResult<Vec<ServiceView>> {
+    /// Every service with data under this configuration's storage keys, sorted by name; with
+    /// `buckets`, each one's buckets too (Rate strategy).
+    fn views(&self, buckets: bool) -> PhpResult<Vec<ServiceView>> {
         let (configured, now) = self.configured_now()?;
         let thresholds = configured.thresholds.ok_or_else(|| {
             exception(
@@ -410,7 +430,30 @@ impl AbstractSlidingTimeWindowShm {
                         .unwrap_or(STATUS_CALMED_DOWN),
                 };
                 let state = circuit::state(thresholds, &figures, configured.interval_to_half_open as i64, now as i64);
-                Ok(ServiceView { service, figures, state })
+                let buckets = match &configured.strategy {
+                    Strategy::Rate(window) if buckets => {
+                        let counts = |suffix: &[u8]| {
+                            store.bucket_counts(&key(&service, suffix), window, now).map_err(storage_error)
+                        };
+                        let (failures, successes, rejections) = (counts(failure)?, counts(success)?, counts(rejection)?);
+                        let bucket_duration = window.bucket_duration();
+                        Some(
+                            failures
+                                .iter()
+                                .zip(&successes)
+                                .zip(&rejections)
+                                .map(|((&(bucket, failures), &(_, successes)), &(_, rejections))| BucketView {
+                                    start: bucket * bucket_duration,
+                                    failures,
+                                    successes,
+                                    rejections,
+                                })
+                                .collect(),
+                        )
+                    }
+                    _ => None,
+                };
+                Ok(ServiceView { service, figures, state, buckets })
             })
             .collect()
     }

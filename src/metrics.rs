@@ -10,6 +10,17 @@ pub struct ServiceView {
     pub service: Vec<u8>,
     pub figures: Figures,
     pub state: State,
+    /// The window's buckets, oldest first, when asked for (not in the exposition).
+    pub buckets: Option<Vec<BucketView>>,
+}
+
+/// One bucket of a service's window.
+pub struct BucketView {
+    /// Unix time the bucket starts at.
+    pub start: u64,
+    pub failures: u64,
+    pub successes: u64,
+    pub rejections: u64,
 }
 
 /// A service name as text, for people and for label values: its UTF-8 as it is, but for each
@@ -156,6 +167,7 @@ mod tests {
                 status: 2,
             },
             state: State::Open,
+            buckets: None,
         };
         let text =
             exposition(&[view], &[("claims_total".into(), 4, "Claims."), ("segment_bytes".into(), 128, "Size.")]);
@@ -200,6 +212,7 @@ mod tests {
             service: service.to_vec(),
             figures: Figures { status: 1, ..Figures::default() },
             state: State::Closed,
+            buckets: None,
         };
         let text = exposition(&[view(b"\xff"), view(b"\xfe"), view(b"\\xFF")], &[]);
         let series: Vec<&str> = text.lines().filter(|line| line.starts_with("ganesha_shm_circuit_open{")).collect();
@@ -219,6 +232,7 @@ mod tests {
             service: b"idle".to_vec(),
             figures: Figures { status: 1, ..Figures::default() },
             state: State::Closed,
+            buckets: None,
         };
         let text = exposition(&[view], &[]);
         assert!(!text.contains("ganesha_shm_failure_rate_percent{"));

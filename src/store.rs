@@ -106,23 +106,39 @@ impl<'a> Store<'a> {
 
     /// The events of `key` in the buckets spanning the window at `now`.
     pub fn load(&self, key: &[u8], window: &Window, now: u64) -> Result<u64, StoreError> {
+        self.fold_buckets(key, window, now, 0, |sum, _, count| sum + count)
+    }
+
+    /// The count of each bucket of `key` in the window at `now`, oldest first, with the
+    /// bucket's number (its start is the number times the bucket duration); zeros when the key
+    /// is absent.
+    pub fn bucket_counts(&self, key: &[u8], window: &Window, now: u64) -> Result<Vec<(u64, u64)>, StoreError> {
+        self.fold_buckets(key, window, now, Vec::new(), |mut counts, bucket, count| {
+            counts.push((bucket, count));
+            counts
+        })
+    }
+
+    /// Folds `f` over the buckets of `key` in the window at `now`, oldest first.
+    fn fold_buckets<T>(
+        &self,
+        key: &[u8],
+        window: &Window,
+        now: u64,
+        init: T,
+        mut f: impl FnMut(T, u64, u64) -> T,
+    ) -> Result<T, StoreError> {
         let Some(entry) = self.find(TableKind::Counters, key)? else {
-            return Ok(0);
+            return Ok(window.buckets_at(now).fold(init, |acc, bucket| f(acc, bucket, 0)));
         };
         let generation = entry.generation_byte();
         let ring = &entry.payload()[RING..];
-        Ok(window
-            .buckets_at(now)
-            .map(|bucket| {
-                // Relaxed: each count stands alone; a load is not a snapshot across buckets.
-                let word = BucketWord(ring[ring_index(bucket)].load(Ordering::Relaxed));
-                if word.generation() == generation {
-                    word.count_in(bucket)
-                } else {
-                    0
-                }
-            })
-            .sum())
+        Ok(window.buckets_at(now).fold(init, |acc, bucket| {
+            // Relaxed: each count stands alone; a load is not a snapshot across buckets.
+            let word = BucketWord(ring[ring_index(bucket)].load(Ordering::Relaxed));
+            let count = if word.generation() == generation { word.count_in(bucket) } else { 0 };
+            f(acc, bucket, count)
+        }))
     }
 
     /// The Count strategy's counter of `key` (0 when absent or expired).
@@ -360,6 +376,22 @@ mod tests {
         assert_eq!((store.load(b"f", &w, T0 + 2).unwrap(), store.load(b"s", &w, T0 + 2).unwrap()), (1, 0));
         assert_eq!(store.load(b"f", &w, T0 + 3).unwrap(), 0);
         assert_eq!(store.load(b"missing", &w, T0).unwrap(), 0);
+    }
+
+    #[test]
+    fn bucket_counts_are_the_window_oldest_first() {
+        let segment = segment(4);
+        let store = Store::new(&segment);
+        let w = window(4, Some(2)); // buckets of 2 s, 2 in the window
+        let bucket = T0 / 2;
+        store.increment(b"k", &w, T0).unwrap();
+        store.increment(b"k", &w, T0 + 2).unwrap();
+        store.increment(b"k", &w, T0 + 3).unwrap();
+        assert_eq!(store.bucket_counts(b"k", &w, T0 + 3).unwrap(), [(bucket, 1), (bucket + 1, 2)]);
+        assert_eq!(store.bucket_counts(b"k", &w, T0 + 5).unwrap(), [(bucket + 1, 2), (bucket + 2, 0)]);
+        assert_eq!(store.bucket_counts(b"missing", &w, T0).unwrap(), [(bucket - 1, 0), (bucket, 0)]);
+        let sum: u64 = store.bucket_counts(b"k", &w, T0 + 3).unwrap().iter().map(|(_, count)| count).sum();
+        assert_eq!(sum, store.load(b"k", &w, T0 + 3).unwrap());
     }
 
     #[test]

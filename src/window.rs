@@ -87,7 +87,6 @@ impl Window {
         Ok(Self { bucket_duration, window_buckets })
     }
 
-    #[cfg(test)]
     pub fn bucket_duration(&self) -> u64 {
         self.bucket_duration
     }

@@ -99,16 +99,18 @@ namespace Zeusi\GaneshaShmAdapter {
          * bytes as they are (an integer key where PHP makes the name one), with what Ganesha
          * would do with a request now. Read-only: never claims the half-open trial.
          * display_name is the name as UTF-8 text: a backslash written \\, and each byte that
-         * is not valid UTF-8 written \xHH, so that no two services share one.
+         * is not valid UTF-8 written \xHH, so that no two services share one. With $buckets
+         * (Rate strategy), each row also lists the window's buckets, oldest first.
          *
          * @return array<array-key, array{service: string, display_name: string,
          *     state: 'closed'|'open'|'half_open', admits: bool, status: int, tripped: bool,
          *     failures: int, successes: ?int, rejections: ?int, failure_rate: ?float,
-         *     last_failure_time: ?int}>
+         *     last_failure_time: ?int,
+         *     buckets?: list<array{start: int, failures: int, successes: int, rejections: int}>}>
          *     successes, rejections and failure_rate are null under the Count strategy
          * @throws \LogicException before setContext(), or when the context gave no thresholds
          */
-        public function snapshot(): array {}
+        public function snapshot(bool $buckets = false): array {}
 
         /**
          * The snapshot's figures and the store's, in the Prometheus text exposition format.

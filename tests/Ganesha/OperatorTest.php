@@ -7,6 +7,7 @@ namespace Zeusi\GaneshaShmAdapter\Tests\Ganesha;
 use Ackintosh\Ganesha\Storage\StorageKeys;
 use Zeusi\GaneshaShmAdapter\SlidingTimeWindowShm;
 use Zeusi\GaneshaShmAdapter\Tests\Support\Unique;
+use Zeusi\GaneshaShmAdapter\Tests\Support\VirtualClock;
 
 /**
  * What an operator reads and does, through the real Ganesha: snapshot() and metrics() keep
@@ -67,6 +68,32 @@ final class OperatorTest extends GaneshaTestCase
         self::assertArrayHasKey($service, $snapshot);
         self::assertSame(1, $snapshot[$service]['failures']);
         self::assertSame($service, $snapshot[(int) $service]['service']);
+    }
+
+    public function testTheWindowsBucketsAreListedOldestFirst(): void
+    {
+        $t0 = 1_800_000_000;   // a multiple of 10: buckets of 2 s start at even seconds
+        $adapter = self::virtualAdapter($t0, 2);
+        $ganesha = $this->ganesha(10, minimumRequests: 100, adapter: $adapter);
+        $service = self::service('buckets');
+        $ganesha->success($service);
+        $ganesha->success($service);
+        VirtualClock::sleep(4);
+        $ganesha->failure($service);
+        VirtualClock::sleep(5);   // t0 + 9: the window's 5 buckets start at t0 + 0 … t0 + 8
+        $ganesha->failure($service);
+        $ganesha->success($service);
+
+        $row = $adapter->snapshot(true)[$service];
+        self::assertSame(\range($t0, $t0 + 8, 2), \array_column($row['buckets'], 'start'));
+        self::assertSame([0, 0, 1, 0, 1], \array_column($row['buckets'], 'failures'));
+        self::assertSame([2, 0, 0, 0, 1], \array_column($row['buckets'], 'successes'));
+        self::assertSame([0, 0, 0, 0, 0], \array_column($row['buckets'], 'rejections'));
+        self::assertSame($row['failures'], \array_sum(\array_column($row['buckets'], 'failures')));
+        self::assertArrayNotHasKey('buckets', $adapter->snapshot()[$service], 'only when asked for');
+
+        VirtualClock::sleep(2);   // t0 + 11: the bucket of t0 left the window
+        self::assertSame([0, 1, 0, 1, 0], \array_column($adapter->snapshot(true)[$service]['buckets'], 'failures'));
     }
 
     public function testResetServiceClosesOneCircuitAndLeavesTheOthers(): void

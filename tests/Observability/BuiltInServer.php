@@ -35,8 +35,12 @@ final class BuiltInServer
         $this->url = 'http://127.0.0.1:' . $port;
     }
 
-    /** Starts the server and waits (bounded) until it answers. */
-    public static function start(string $scratch): self
+    /**
+     * Starts the server and waits (bounded) until it answers.
+     *
+     * @param array<string, string> $ini more -d settings (ganesha_shm.path, for one)
+     */
+    public static function start(string $scratch, array $ini = []): self
     {
         $root = \dirname(__DIR__, 2);
         $port = Loopback::freePort();
@@ -48,6 +52,7 @@ final class BuiltInServer
             '-d', 'display_errors=stderr',
             '-d', 'log_errors=0',
             '-d', 'error_reporting=-1',
+            ...\array_merge(...\array_map(static fn (string $name, string $value): array => ['-d', "{$name}={$value}"], \array_keys($ini), $ini)),
             '-S', '127.0.0.1:' . $port,
             '-t', $root . '/examples/status',
             __DIR__ . '/www/router.php',
