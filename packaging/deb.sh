@@ -64,6 +64,8 @@ export SOURCE_DATE_EPOCH
 
 say "building $package $version for PHP $php_version (API $api, $extdir)"
 so=$(PHP_CONFIG=$php_config sh packaging/cargo-build.sh)
+loaded=$("$("$php_config" --php-binary)" -n -d "extension=$so" -r 'echo phpversion("ganesha_shm");' 2>&1) || loaded=
+[ "$loaded" = "$version" ] || die "PHP $php_version does not load $so as ganesha_shm $version: ${loaded:-it failed}"
 
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT

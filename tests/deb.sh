@@ -167,7 +167,7 @@ workers=$(cat "$work"/pair* "$work"/client* | grep -o '"pid":[0-9]*' | sort -u |
 pair_workers=$(cat "$work"/pair* | grep -o '"pid":[0-9]*' | sort -u | wc -l)
 [ "$pair_workers" -eq 2 ] || fail "the two requests at the barrier were not served by two workers"
 [ "$count" = "$expected" ] || fail "the counter is $count after $expected increments by $workers workers"
-say "counter exact: $count increments from 82 requests served by $workers workers"
+say "counter exact: $count increments from $((2 + 4 * 20)) requests served by $workers workers"
 stop_fpm
 
 # 3. removal, then purge
