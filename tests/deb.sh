@@ -131,7 +131,7 @@ done
 grep -qx 'extension=ganesha_shm.so' "$ini" || fail "$ini does not load the extension"
 ri=$(php --ri ganesha_shm) || fail "php --ri ganesha_shm failed"
 grep -qx "Version => $version" <<<"$ri" || fail "php --ri ganesha_shm does not show version $version: $ri"
-say "php --ri ganesha_shm: $(head -n 4 <<<"$ri" | xargs)"
+say "php --ri ganesha_shm, from conf.d: $(grep -x "ganesha_shm support => enabled" <<<"$ri"), $(grep -x "Version => .*" <<<"$ri")"
 
 # 2. php-fpm from Debian's own configuration
 start_fpm
