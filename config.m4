@@ -98,6 +98,8 @@ if test "$PHP_GANESHA_SHM" != "no"; then
   dnl No C sources: the module is cargo's output, with the .la file libtool would write beside it,
   dnl which `make test` reads; make install copies modules/*.so and drops the .la.
   PHP_MODULES='$(phplibdir)/ganesha_shm.la'
+  dnl configure creates the build directories of the extension's sources: here modules/ alone
+  PHP_ADD_BUILD_DIR([modules])
   GANESHA_SHM_PHP_CONFIG=$ganesha_shm_php_config
   PHP_SUBST(GANESHA_SHM_PHP_CONFIG)
   PHP_SUBST(CARGO)

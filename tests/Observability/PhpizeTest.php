@@ -57,6 +57,7 @@ final class PhpizeTest extends TestCase
         $configure = $this->mustRun(['./configure', '--with-php-config=' . $phpConfig], $package, $env);
         self::assertMatchesRegularExpression('{^checking for cargo >= 1\.85\.\.\. /\S+/cargo \(1\.\d+\.\d+\)$}m', $configure['stdout']);
         self::assertMatchesRegularExpression('{^checking for libclang\.\.\. /\S*libclang\S*\.so}m', $configure['stdout']);
+        self::assertDoesNotMatchRegularExpression('/error/i', $configure['stderr'], 'configure reported an error');
 
         $make = $this->mustRun(['make'], $package, $env, self::BUILD_TIMEOUT_S);
         self::assertMatchesRegularExpression(
