@@ -8,6 +8,10 @@
 #                                   GANESHA_DIR) on Debian 13's PHP 8.4 and PHPUnit 11
 #   bash tests/matrix.sh zts        PHP 8.4 built with --enable-zts from Debian's php8.4 source
 #                                   package, then the native suite on its CLI
+#   bash tests/matrix.sh deb        the Debian package of Debian 13's PHP 8.4, built in the root by
+#                                   packaging/deb.sh (lintian: no error), installed with dpkg -i
+#                                   and served by Debian's php-fpm from its own configuration,
+#                                   then removed and purged (tests/deb.sh)
 #
 # Needs root (debootstrap, chroot, mount). The extension is built inside the root, against that
 # PHP's php-config, with the host's Rust toolchain (CARGO_HOME and RUSTUP_HOME are bound into it).
@@ -24,8 +28,9 @@ root=$cache/$suite
 cargo_home=${CARGO_HOME:-$HOME/.cargo}
 rustup_home=${RUSTUP_HOME:-$HOME/.rustup}
 # What the root holds beyond what .ci/install-deps installs in it (debootstrap's minbase has no
-# ps or kill for the fpm suite's clean-up, and apt-get source needs dpkg-dev and deb-src).
-root_packages=(procps dpkg-dev)
+# ps or kill for the fpm suite's clean-up, and apt-get source needs dpkg-dev and deb-src; the deb
+# target checks its package with lintian).
+root_packages=(procps dpkg-dev lintian)
 # A root is intact when this marker holds the packages it was made with: a changed list is
 # installed into the existing root, and a root without the marker is made again.
 marker=.ganesha-shm-root
@@ -37,6 +42,8 @@ usage: bash tests/matrix.sh [TARGET] [PHPUnit arguments]
 targets:
   php8.4   every suite on Debian 13's PHP 8.4 (PHPUnit 11), Ganesha from GANESHA_DIR
   zts      the native suite on PHP 8.4 built with --enable-zts from Debian's php8.4 source
+  deb      the Debian package for PHP 8.4: built, checked by lintian, installed, served by
+           Debian's php-fpm, purged
 
 cache: $cache
 EOF
@@ -199,11 +206,29 @@ run_zts() {
         bash -c 'cd /src/ganesha-shm && exec bash tests/run.sh --testsuite native "$@"' run.sh "$@"
 }
 
+# The Debian package for the root's PHP, built there by packaging/deb.sh (into the root's
+# /var/cache/ganesha-shm-deb, with the target directory of run_php84), then tests/deb.sh.
+run_deb() {
+    ensure_root
+    mount_root
+    local started deb
+    started=$(date +%s)
+    say "deb: PHP $(in_root php -r 'echo PHP_VERSION;'), $(in_root lintian --version)"
+    deb=$(in_root CARGO_TARGET_DIR=/var/cache/ganesha-shm-target \
+        bash /src/ganesha-shm/packaging/deb.sh --output /var/cache/ganesha-shm-deb | tail -n 1)
+    say "deb: built $(basename "$deb") in $(elapsed "$started")"
+    in_root dpkg-deb -c "$deb"
+    started=$(date +%s)
+    in_root bash /src/ganesha-shm/tests/deb.sh "$deb"
+    say "deb: tested in $(elapsed "$started")"
+}
+
 target=${1:-}
 [ $# -gt 0 ] && shift
 case "$target" in
     php8.4) run_php84 "$@" ;;
     zts) run_zts "$@" ;;
+    deb) run_deb ;;
     "") usage ;;
     *) usage >&2; exit 2 ;;
 esac

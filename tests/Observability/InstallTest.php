@@ -19,9 +19,6 @@ final class InstallTest extends TestCase
 {
     private const BUILD_TIMEOUT_S = 600.0;
 
-    /** Top-level entries of the checkout not copied into the package: build output, installs, VCS. */
-    private const NOT_PACKAGED = ['.git', 'target', 'vendor', 'composer.lock', '.phpunit.cache', '.phpunit.result.cache'];
-
     private string $scratch = '';
 
     protected function setUp(): void
@@ -51,8 +48,7 @@ final class InstallTest extends TestCase
         }
 
         // The package as Composer would download it: this checkout's files, without build output.
-        $package = $this->scratch . '/package';
-        self::copyTree(\dirname(__DIR__, 2), $package, self::NOT_PACKAGED);
+        $package = PackageCopy::create($this->scratch . '/package');
         $psr = $this->psrHttpMessagePackage($this->scratch . '/psr-http-message');
         $ganesha = \dirname((string) (new \ReflectionClass(\Ackintosh\Ganesha::class))->getFileName(), 2);
 
@@ -92,7 +88,7 @@ final class InstallTest extends TestCase
 
         // The installer, through Composer's proxy in vendor/bin, building into CARGO_TARGET_DIR.
         $target = $this->scratch . '/cargo-target';
-        $this->seedCargoTarget($target);
+        PackageCopy::seedCargoTarget($target);
         $install = Command::run(
             [\PHP_BINARY, 'vendor/bin/ganesha-shm-install'],
             $project,
@@ -249,47 +245,5 @@ final class InstallTest extends TestCase
         ], \JSON_PRETTY_PRINT | \JSON_UNESCAPED_SLASHES));
 
         return $dir;
-    }
-
-    /**
-     * Copies the compiled dependencies of this checkout's release build (deps, build scripts'
-     * output and cargo's fingerprints, modification times kept) into $target, so that cargo
-     * compiles only the extension's own crate, from the installed package's sources (about
-     * 10 s instead of 40 s or more). Without a release build here, cargo builds everything.
-     */
-    private function seedCargoTarget(string $target): void
-    {
-        // where the extension under test was built: target/release, or CARGO_TARGET_DIR's
-        $release = \dirname(\GANESHA_SHM_EXT);
-        \mkdir($target . '/release', 0777, true);
-        $parts = \array_values(\array_filter(
-            [$release . '/deps', $release . '/build', $release . '/.fingerprint'],
-            'is_dir'
-        ));
-        if (\count($parts) === 3) {
-            Command::run(['cp', '-a', ...$parts, $target . '/release/'], null, null, 120.0);
-        }
-    }
-
-    /**
-     * @param list<string> $skip top-level entries to leave out
-     */
-    private static function copyTree(string $from, string $to, array $skip = []): void
-    {
-        \mkdir($to, 0777, true);
-        foreach (\scandir($from) ?: [] as $entry) {
-            if ($entry === '.' || $entry === '..' || \in_array($entry, $skip, true)) {
-                continue;
-            }
-            $source = $from . '/' . $entry;
-            if (\is_link($source)) {
-                \symlink((string) \readlink($source), $to . '/' . $entry);
-            } elseif (\is_dir($source)) {
-                self::copyTree($source, $to . '/' . $entry);
-            } else {
-                \copy($source, $to . '/' . $entry);
-                \chmod($to . '/' . $entry, \fileperms($source) & 0777);
-            }
-        }
     }
 }

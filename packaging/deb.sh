@@ -1,0 +1,137 @@
+#!/usr/bin/env bash
+# Builds the Debian package php<ver>-ganesha-shm_<version>_<arch>.deb of the ganesha_shm
+# extension for the PHP whose php-config it finds (PHP_CONFIG, else php-config on PATH): PHP 8.2
+# on Debian 12, 8.4 on Debian 13. Then runs lintian on it, when lintian is installed, and fails
+# on any error lintian reports.
+#
+#   bash packaging/deb.sh [--output DIR]    (default DIR: target/deb)
+#
+# The package holds:
+#   <php-config --extension-dir>/ganesha_shm.so            the extension, stripped
+#   /etc/php/<ver>/mods-available/ganesha_shm.ini          extension= and every setting (a conffile)
+#   /usr/share/doc/php<ver>-ganesha-shm/                   copyright, changelog.gz, README.md.gz
+# and maintainer scripts that enable it for every SAPI with phpenmod on install, disable it with
+# phpdismod on removal and remove the conf file on purge, as Debian's own PHP extension packages
+# do. It depends on the PHP API it was built for (phpapi-<api>) and php<ver>-common.
+#
+# The environment it honours: PHP_CONFIG, CARGO, CARGO_TARGET_DIR and LIBCLANG_PATH (the build is
+# packaging/cargo-build.sh, the one every install route runs); DEBFULLNAME and DEBEMAIL, the
+# package's maintainer (as for dch); SOURCE_DATE_EPOCH, the changelog's date (default: the last
+# commit's, else now). Needs dpkg-dev, binutils (strip) and the PHP's php-dev; run as any user.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+repo=$PWD
+
+say() { printf 'deb: %s\n' "$*" >&2; }
+die() { say "$*"; exit 1; }
+
+out=$repo/target/deb
+while [ $# -gt 0 ]; do
+    case $1 in
+        --output) [ $# -ge 2 ] || die "--output needs a directory"; out=$2; shift 2 ;;
+        -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+        *) die "unknown argument $1 (usage: bash packaging/deb.sh [--output DIR])" ;;
+    esac
+done
+
+missing=()
+for tool in dpkg-deb:dpkg dpkg-shlibdeps:dpkg-dev strip:binutils gzip:gzip; do
+    command -v "${tool%%:*}" >/dev/null 2>&1 || missing+=("${tool#*:}")
+done
+php_config=${PHP_CONFIG:-php-config}
+command -v "$php_config" >/dev/null 2>&1 || missing+=(php-dev)
+((${#missing[@]} == 0)) || die "missing: apt-get install ${missing[*]}"
+
+php_version=$("$php_config" --version)
+ver=$(echo "$php_version" | cut -d. -f1,2)
+extdir=$("$php_config" --extension-dir)
+# Debian's php-config knows the API (its packages Provide phpapi-<api>); PHP's own prints it in php -i
+api=$("$php_config" --phpapi 2>/dev/null || true)
+if ! [[ $api =~ ^[0-9]{8}$ ]]; then
+    api=$("$("$php_config" --php-binary)" -n -i | sed -n 's/^PHP API => //p')
+fi
+[[ $api =~ ^[0-9]{8}$ ]] || die "could not read the PHP API of $php_config (--phpapi, php -i)"
+version=$(sed -n '/^\[package\]/,/^\[/s/^version *= *"\([^"]*\)"/\1/p' Cargo.toml)
+[ -n "$version" ] || die "no version in Cargo.toml"
+arch=$(dpkg --print-architecture)
+package=php$ver-ganesha-shm
+deb=$out/${package}_${version}_${arch}.deb
+maintainer="${DEBFULLNAME:-The ganesha-shm developers} <${DEBEMAIL:-ganesha-shm@users.noreply.github.com}>"
+if [ -z "${SOURCE_DATE_EPOCH:-}" ]; then
+    SOURCE_DATE_EPOCH=$(git log -1 --format=%ct 2>/dev/null || date +%s)
+fi
+export SOURCE_DATE_EPOCH
+
+say "building $package $version for PHP $php_version (API $api, $extdir)"
+so=$(PHP_CONFIG=$php_config sh packaging/cargo-build.sh)
+loaded=$("$("$php_config" --php-binary)" -n -d "extension=$so" -r 'echo phpversion("ganesha_shm");' 2>&1) || loaded=
+[ "$loaded" = "$version" ] || die "PHP $php_version does not load $so as ganesha_shm $version: ${loaded:-it failed}"
+
+stage=$(mktemp -d)
+trap 'rm -rf "$stage"' EXIT
+tree=$stage/tree
+umask 022
+install -d "$tree/DEBIAN" "$tree$extdir" "$tree/etc/php/$ver/mods-available" "$tree/usr/share/doc/$package"
+install -m 0644 "$so" "$tree$extdir/ganesha_shm.so"
+strip --strip-unneeded --remove-section=.comment --remove-section=.note "$tree$extdir/ganesha_shm.so"
+
+subst() { sed -e "s/@PHP_VERSION@/$ver/g" -e "s/@PACKAGE@/$package/g" "$1"; }
+subst packaging/debian/ganesha_shm.ini >"$tree/etc/php/$ver/mods-available/ganesha_shm.ini"
+doc=$tree/usr/share/doc/$package
+install -m 0644 packaging/debian/copyright "$doc/copyright"
+gzip -9n <README.md >"$doc/README.md.gz"
+{
+    echo "ganesha-shm ($version) unstable; urgency=medium"
+    echo
+    echo "  * The ganesha_shm extension $version for PHP $ver, built by packaging/deb.sh."
+    echo
+    echo " -- $maintainer  $(date -u -R -d "@$SOURCE_DATE_EPOCH")"
+} | gzip -9n >"$doc/changelog.gz"
+
+for script in postinst prerm postrm; do
+    subst "packaging/debian/$script" >"$tree/DEBIAN/$script"
+    chmod 0755 "$tree/DEBIAN/$script"
+done
+echo "/etc/php/$ver/mods-available/ganesha_shm.ini" >"$tree/DEBIAN/conffiles"
+
+# The shared libraries the extension links (libc, libgcc_s), as dpkg-shlibdeps finds them.
+mkdir -p "$stage/src/debian"
+printf 'Source: ganesha-shm\n\nPackage: %s\nArchitecture: any\n' "$package" >"$stage/src/debian/control"
+shlibs=$(cd "$stage/src" && dpkg-shlibdeps -O -e"$tree$extdir/ganesha_shm.so" 2>/dev/null | sed -n 's/^shlibs:Depends=//p')
+[ -n "$shlibs" ] || die "dpkg-shlibdeps found no library dependencies of ganesha_shm.so"
+
+cat >"$tree/DEBIAN/control" <<EOF
+Package: $package
+Version: $version
+Architecture: $arch
+Maintainer: $maintainer
+Installed-Size: $(du -sk --exclude=DEBIAN "$tree" | cut -f1)
+Depends: php$ver-common, phpapi-$api, $shlibs
+Section: php
+Priority: optional
+Description: shared-memory circuit store of the Ganesha circuit breaker for PHP $ver
+ The ganesha_shm extension keeps the circuits of Ganesha, the PHP circuit
+ breaker, in shared memory: every php-fpm worker of a master sees the same
+ circuits, so a failing service trips once for the whole pool. PHP code uses
+ it through the SlidingTimeWindowShm adapter of the Composer package
+ zeusi/ganesha-shm-adapter.
+ .
+ This package enables the extension for every SAPI of PHP $ver with phpenmod.
+ Its settings are in /etc/php/$ver/mods-available/ganesha_shm.ini.
+EOF
+(cd "$tree" && find . -type f ! -path './DEBIAN/*' -printf '%P\0' | sort -z | xargs -0 md5sum) >"$tree/DEBIAN/md5sums"
+chmod 0644 "$tree/DEBIAN/control" "$tree/DEBIAN/conffiles" "$tree/DEBIAN/md5sums"
+
+mkdir -p "$out"
+dpkg-deb --root-owner-group -Zxz --build "$tree" "$deb" >/dev/null
+say "built $deb"
+
+if command -v lintian >/dev/null 2>&1; then
+    say "lintian $deb"
+    # lintian refuses to run as root without this (it is only reading the package)
+    lintian --allow-root --display-info --fail-on error "$deb" >&2 || die "lintian reported errors"
+    say "lintian: no errors"
+else
+    say "lintian is not installed (apt-get install lintian): the package was not checked"
+fi
+echo "$deb"
