@@ -27,7 +27,7 @@ $settings = [];
 $info = [];
 try {
     ['adapter' => $adapter, 'settings' => $settings] = require __DIR__ . '/ganesha.php';
-    $services = $adapter->snapshot();
+    $services = $adapter->snapshot(true);
     $info = ganesha_shm_info();
 } catch (Throwable $e) {
     $error = $e;
@@ -53,13 +53,55 @@ $ago = static function (?int $time) use ($now): string {
     };
 };
 
-$renderCircuits = static function () use ($services, $settings, $info, $error, $now, $h, $ago): string {
+// A service's window as a small chart, inline SVG drawn here (no script): one column per
+// bucket, oldest on the left, failures stacked under rejections under successes, scaled to the
+// busiest bucket.
+$chart = static function (array $buckets) use ($h): string {
+    $width = 120;
+    $height = 32;
+    $count = count($buckets);
+    if ($count === 0) {
+        return '—';
+    }
+    $slot = $width / $count;
+    $gap = $slot >= 3 ? 1 : 0;
+    $busiest = max(1, ...array_map(static fn (array $b): int => $b['failures'] + $b['rejections'] + $b['successes'], $buckets));
+    $svg = sprintf(
+        '<svg class="window" width="%1$d" height="%2$d" viewBox="0 0 %1$d %2$d" role="img" aria-label="%3$s"><rect class="window-bg" width="%1$d" height="%2$d"/>',
+        $width,
+        $height,
+        $h(sprintf('%d buckets of %d s, oldest on the left', $count, $count > 1 ? $buckets[1]['start'] - $buckets[0]['start'] : 0)),
+    );
+    foreach ($buckets as $i => $bucket) {
+        $top = $height;
+        foreach (['failures' => 'failure', 'rejections' => 'rejection', 'successes' => 'success'] as $field => $class) {
+            $bar = $bucket[$field] / $busiest * $height;
+            if ($bar <= 0) {
+                continue;
+            }
+            $top -= $bar;
+            $svg .= sprintf(
+                '<rect class="w-%s" x="%.2f" y="%.2f" width="%.2f" height="%.2f"><title>%s</title></rect>',
+                $class,
+                $i * $slot,
+                $top,
+                $slot - $gap,
+                $bar,
+                $h(sprintf('%s: %d failures, %d successes, %d rejections', date('H:i:s', $bucket['start']), $bucket['failures'], $bucket['successes'], $bucket['rejections'])),
+            );
+        }
+    }
+
+    return $svg . '</svg>';
+};
+
+$renderCircuits = static function () use ($services, $settings, $info, $error, $now, $h, $ago, $chart): string {
     $labels = ['open' => 'OPEN', 'half_open' => 'HALF-OPEN', 'closed' => 'CLOSED'];
     $counts = ['open' => 0, 'half_open' => 0, 'closed' => 0];
     foreach ($services as $service) {
         $counts[$service['state']] = ($counts[$service['state']] ?? 0) + 1;
     }
-    $open = array_keys(array_filter($services, static fn (array $s): bool => $s['state'] === 'open'));
+    $open = array_column(array_filter($services, static fn (array $s): bool => $s['state'] === 'open'), 'display_name');
 
     ob_start();
     if ($error !== null) { ?>
@@ -89,11 +131,11 @@ $renderCircuits = static function () use ($services, $settings, $info, $error, $
                     <th>Service</th>
                     <th>State</th>
                     <th>Failure rate</th>
+                    <th>Window <span class="legend"><i class="key w-failure"></i>failures <i class="key w-rejection"></i>rejections <i class="key w-success"></i>successes</span></th>
                     <th class="num">Failures</th>
                     <th class="num">Successes</th>
                     <th class="num">Rejections</th>
                     <th>Last failure</th>
-                    <th>Tripped</th>
                 </tr>
                 </thead>
                 <tbody>
@@ -107,6 +149,9 @@ $renderCircuits = static function () use ($services, $settings, $info, $error, $
                             <span class="badge badge-<?= $h($state) ?>"><?= $h($labels[$state] ?? strtoupper($state)) ?></span>
                             <?php if ($state === 'half_open') { ?>
                                 <div class="note">next request is the trial</div>
+                            <?php } ?>
+                            <?php if ($service['tripped']) { ?>
+                                <div class="note tripped">tripped</div>
                             <?php } ?>
                         </td>
                         <td>
@@ -124,6 +169,7 @@ $renderCircuits = static function () use ($services, $settings, $info, $error, $
                                 </div>
                             <?php } ?>
                         </td>
+                        <td class="chart"><?= $chart($service['buckets'] ?? []) ?></td>
                         <td class="num"><?= $h($service['failures']) ?></td>
                         <td class="num"><?= $h($service['successes'] ?? '—') ?></td>
                         <td class="num"><?= $h($service['rejections'] ?? '—') ?></td>
@@ -135,7 +181,6 @@ $renderCircuits = static function () use ($services, $settings, $info, $error, $
                                 <div class="note"><?= $h(date('H:i:s', $service['last_failure_time'])) ?></div>
                             <?php } ?>
                         </td>
-                        <td><?= $service['tripped'] ? '<span class="tripped">yes</span>' : 'no' ?></td>
                     </tr>
                 <?php } ?>
                 </tbody>
@@ -172,7 +217,8 @@ $openCount = count(array_filter($services, static fn (array $s): bool => $s['sta
     <title><?= $openCount > 0 ? "({$openCount} open) " : '' ?>Ganesha circuits</title>
     <noscript><meta http-equiv="refresh" content="2"></noscript>
     <style>
-        :root { --open: #c62828; --half-open: #f9a825; --closed: #2e7d32; --ink: #1f2328; --muted: #59636e; --line: #d8dee4; }
+        :root { --open: #c62828; --half-open: #f9a825; --closed: #2e7d32; --ink: #1f2328; --muted: #59636e; --line: #d8dee4;
+                --chart-bg: #e3f2fd; --chart-failure: #b71c1c; --chart-rejection: #8c959f; --chart-success: #66bb6a; }
         * { box-sizing: border-box; }
         body { margin: 0; padding: 24px 32px; font: 15px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, "DejaVu Sans", sans-serif; color: var(--ink); background: #f6f8fa; }
         header { display: flex; align-items: baseline; gap: 16px; flex-wrap: wrap; margin-bottom: 4px; }
@@ -188,26 +234,33 @@ $openCount = count(array_filter($services, static fn (array $s): bool => $s['sta
         .alert-open { background: #fdecea; border-left: 6px solid var(--open); color: #8e1c1c; }
         .alert-error { background: #fdecea; border: 1px solid #e5a5a5; color: #8e1c1c; }
         table { width: 100%; border-collapse: collapse; background: #fff; border: 1px solid var(--line); }
-        th, td { padding: 10px 12px; text-align: left; border-bottom: 1px solid var(--line); vertical-align: middle; }
+        th, td { padding: 10px 8px; text-align: left; border-bottom: 1px solid var(--line); vertical-align: middle; }
         th { white-space: nowrap; font-size: 12px; text-transform: uppercase; letter-spacing: .04em; color: var(--muted); background: #f6f8fa; }
         td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
         .row-open { background: #fff5f5; }
         .row-half_open { background: #fffbea; }
         .service { font-weight: 600; font-family: ui-monospace, "DejaVu Sans Mono", monospace; }
-        .badge { display: inline-block; min-width: 104px; padding: 6px 12px; border-radius: 4px; text-align: center; font-weight: 700; font-size: 14px; letter-spacing: .06em; }
+        .badge { display: inline-block; min-width: 92px; padding: 6px 12px; border-radius: 4px; text-align: center; font-weight: 700; font-size: 14px; letter-spacing: .06em; }
         .badge-open { background: var(--open); color: #fff; }
         .badge-half_open { background: var(--half-open); color: #1f2328; }
         .badge-closed { background: var(--closed); color: #fff; }
         .note { font-size: 12px; color: var(--muted); margin-top: 2px; }
         .rate { display: flex; align-items: center; gap: 8px; }
-        .rate-value { min-width: 52px; text-align: right; font-variant-numeric: tabular-nums; }
-        .bar { position: relative; display: inline-block; width: 90px; height: 8px; background: #eaeef2; border-radius: 4px; }
+        .rate-value { white-space: nowrap; min-width: 52px; text-align: right; font-variant-numeric: tabular-nums; }
+        .bar { position: relative; display: inline-block; width: 60px; height: 8px; background: #eaeef2; border-radius: 4px; }
         .fill { position: absolute; left: 0; top: 0; bottom: 0; border-radius: 4px; background: #8c959f; }
         .fill.over { background: #e57373; }
         .threshold { position: absolute; top: -3px; bottom: -3px; width: 2px; background: var(--ink); }
         .tripped { font-weight: 700; color: #8e1c1c; }
         .empty { padding: 16px; background: #fff; border: 1px dashed var(--line); color: var(--muted); }
         .footer { margin-top: 14px; font-size: 12px; color: var(--muted); }
+        .window { display: block; }
+        .window-bg { fill: var(--chart-bg); }
+        .w-failure { fill: var(--chart-failure); background: var(--chart-failure); }
+        .w-rejection { fill: var(--chart-rejection); background: var(--chart-rejection); }
+        .w-success { fill: var(--chart-success); background: var(--chart-success); }
+        .legend { display: block; font-size: 10px; text-transform: none; letter-spacing: 0; font-weight: 400; }
+        .key { display: inline-block; width: 8px; height: 8px; margin: 0 2px 0 4px; }
     </style>
 </head>
 <body>

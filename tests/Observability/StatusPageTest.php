@@ -223,6 +223,39 @@ final class StatusPageTest extends TestCase
         self::assertSame('open', $adapter->snapshot()[$read]['state']);
     }
 
+    public function testTheWindowChartShowsRecentFailuresAtItsRecentEnd(): void
+    {
+        $browser = $this->browser();
+        $server = $this->server = BuiltInServer::start($this->scratch);
+        self::assertSame(3, $this->simulate('recent', 'success', 3)['admitted']);
+        \sleep(3);   // buckets of 1 s: the failures land 3 buckets to the right of the successes
+        $this->simulate('recent', 'failure', 3);
+        self::assertIsArray($server->json('/state.php')['services']['recent'] ?? null, 'state.php lists the service');
+
+        $png = $this->scratch . '/window.png';
+        $browser->screenshot($server->url . '/', $png);
+        $this->keep($png);
+
+        // The chart is the one area of its background colour (one service on the page).
+        $background = self::whereNear($png, self::cssColour('chart-bg'));
+        self::assertGreaterThan(500, \count($background), 'no window chart on the page');
+        $xs = \array_column($background, 0);
+        $ys = \array_column($background, 1);
+        [$left, $right, $top, $bottom] = [\min($xs), \max($xs), \min($ys), \max($ys)];
+        $inChart = static fn (array $points): array => \array_values(\array_filter(
+            $points,
+            static fn (array $p): bool => $p[0] >= $left && $p[0] <= $right && $p[1] >= $top && $p[1] <= $bottom,
+        ));
+        $failures = $inChart(self::whereNear($png, self::cssColour('chart-failure')));
+        $successes = $inChart(self::whereNear($png, self::cssColour('chart-success')));
+        self::assertNotSame([], $failures, 'the failures are not drawn');
+        self::assertNotSame([], $successes, 'the successes are not drawn');
+        $width = $right - $left;
+        self::assertGreaterThanOrEqual($left + 0.85 * $width, \min(\array_column($failures, 0)), 'a failure is drawn away from the recent (right) end');
+        self::assertLessThan(\min(\array_column($failures, 0)), \max(\array_column($successes, 0)), 'the earlier successes are drawn left of the failures');
+        self::assertGreaterThanOrEqual($left + 0.5 * $width, \min(\array_column($successes, 0)), 'nothing happened in the older half of the window');
+    }
+
     /** The browser, or the test is skipped saying what is missing. */
     private function browser(bool $gd = true): Chromium
     {
@@ -259,10 +292,20 @@ final class StatusPageTest extends TestCase
     /** Pixels of $png within 8 of $rgb on every channel. */
     private static function pixelsNear(string $png, array $rgb): int
     {
+        return \count(self::whereNear($png, $rgb));
+    }
+
+    /**
+     * Where the pixels of $png within 8 of $rgb on every channel are.
+     *
+     * @return list<array{int, int}> [x, y] of each
+     */
+    private static function whereNear(string $png, array $rgb): array
+    {
         $image = \imagecreatefrompng($png);
         self::assertNotFalse($image, "{$png} is not a PNG");
         [$r, $g, $b] = $rgb;
-        $count = 0;
+        $found = [];
         $palette = !\imageistruecolor($image);
         for ($y = 0, $height = \imagesy($image); $y < $height; $y++) {
             for ($x = 0, $width = \imagesx($image); $x < $width; $x++) {
@@ -272,12 +315,12 @@ final class StatusPageTest extends TestCase
                     $pixel = ($c['red'] << 16) | ($c['green'] << 8) | $c['blue'];
                 }
                 if (\abs((($pixel >> 16) & 0xFF) - $r) <= 8 && \abs((($pixel >> 8) & 0xFF) - $g) <= 8 && \abs(($pixel & 0xFF) - $b) <= 8) {
-                    $count++;
+                    $found[] = [$x, $y];
                 }
             }
         }
 
-        return $count;
+        return $found;
     }
 
     /** Copies a screenshot to GANESHA_SHM_SCREENSHOT_DIR when that is set. */
