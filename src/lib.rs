@@ -12,6 +12,9 @@
 //! * [`adapter`]: the PHP class;
 //! * [`module`]: INI settings, startup, phpinfo.
 
+// Under loom most of the crate is left out, so what only it uses is unused there.
+#![cfg_attr(loom, allow(dead_code, unused_imports))]
+
 // Under `--cfg loom` (tests/model-check.sh) only the layers the model checker runs are built:
 // the shared-memory ones work on loom's atomics, which a real mapping cannot hold.
 #[cfg(not(loom))]

@@ -18,9 +18,10 @@ pub mod model {
     pub use std::sync::atomic::Ordering;
     use std::cell::Cell;
 
-    std::thread_local! {
+    // loom's thread-locals: loom runs its threads as coroutines of one OS thread.
+    loom::thread_local! {
         /// Steps this thread may still make; `None`: no limit.
-        static BUDGET: Cell<Option<u32>> = const { Cell::new(None) };
+        static BUDGET: Cell<Option<u32>> = Cell::new(None);
     }
 
     /// What a thread stopped by its budget unwinds with.

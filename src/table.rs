@@ -252,19 +252,33 @@ impl<'a> Slot<'a> {
         &self.words[HEADER_WORDS + self.payload_words..]
     }
 
-    /// Whether the tag still shows the same incarnation (state and generation) as `tag`; the
-    /// stamp may have moved (a LIVE slot extended).
-    fn still(&self, tag: Tag) -> bool {
-        // Acquire fence: if any word read before this call was written by a later claim, that
-        // claim's tag change (made before its Release fence) is visible to the load below.
+    /// The slot's tag, read after the words read before this call: if any of them was written
+    /// by a later claim, that claim's tag (set before its Release fence) is the one read here.
+    fn tag_after_reads(&self) -> Tag {
+        // Acquire fence: pairs with the Release fence a claimer makes before writing.
         fence(Ordering::Acquire);
-        let now = Tag(self.tag().load(Ordering::Relaxed));
+        // Relaxed: ordered by the fence above.
+        Tag(self.tag().load(Ordering::Relaxed))
+    }
+
+    /// Whether the words read before this call belong to the claim of `tag`: its key words
+    /// change only under a new claim, that is a new generation (PENDING going LIVE, a LIVE slot
+    /// extended or freed keep them).
+    fn still_claimed_by(&self, tag: Tag) -> bool {
+        self.tag_after_reads().generation() == tag.generation()
+    }
+
+    /// Whether the slot still holds the same incarnation, in the same state, as `tag`.
+    fn still(&self, tag: Tag) -> bool {
+        let now = self.tag_after_reads();
         now.state() == tag.state() && now.generation() == tag.generation()
     }
 
     /// Whether this slot, seen with `tag`, holds `key`. A seqlock read: the ident and key
     /// words are read with relaxed loads, then the tag is read again; a slot recycled meanwhile
-    /// shows another tag, and whatever was read of it is discarded. The words carry the
+    /// shows another generation, and whatever was read of it is discarded. (A slot that only
+    /// changed state, PENDING to LIVE say, still holds the key: checking the state too would
+    /// make the duplicate-key check miss a rival that went LIVE while it was read.) The words carry the
     /// generation they were written under, so a word of another claim never matches either.
     fn holds(&self, tag: Tag, key: &Key<'_>) -> bool {
         let generation = tag.generation();
@@ -276,7 +290,7 @@ impl<'a> Slot<'a> {
             .words(generation)
             .zip(self.key_words())
             .all(|(word, stored)| stored.load(Ordering::Relaxed) == word);
-        same_key && self.still(tag)
+        same_key && self.still_claimed_by(tag)
     }
 
     /// The key this slot held when seen with `tag`, or `None` if it was recycled while read.
@@ -298,7 +312,7 @@ impl<'a> Slot<'a> {
             bytes.extend_from_slice(&word.to_le_bytes()[..KEY_BYTES_PER_WORD]);
         }
         bytes.truncate(length);
-        self.still(tag).then_some(bytes)
+        self.still_claimed_by(tag).then_some(bytes)
     }
 }
 
@@ -631,7 +645,7 @@ impl<'a> Table<'a> {
     }
 
     /// Writes `value` into `word` of the claimed slot with a compare-and-swap from the value
-    /// read just before the tag was seen still ours. A claimer stopped after that check and
+    /// read just before the tag was found still ours. A claimer stopped after that check and
     /// taken over meanwhile finds the word changed by the new claimer (every value a claim
     /// writes is its own) and fails; if it wrote first, the new claimer's compare-and-swap
     /// fails, and it writes again.
@@ -639,8 +653,13 @@ impl<'a> Table<'a> {
         loop {
             // Relaxed: the compare-and-swap below decides.
             let current = word.load(Ordering::Relaxed);
-            // Relaxed: only our own claim's tag matters here, and our own writes are ordered.
-            if claim.slot.tag().load(Ordering::Relaxed) != claim.reserved.0 {
+            // The check is a compare-and-swap of the tag with itself, not a load: a load may
+            // read our claim's tag after a takeover, and `current` may then already be the new
+            // claimer's word, which we would overwrite. A read-modify-write reads the latest tag;
+            // AcqRel: if the new claimer's takeover comes after it, it synchronizes with it, so
+            // the load of `current` above happened before the new claimer wrote anything and
+            // cannot have read its words (found by the model checker).
+            if claim.slot.tag().compare_exchange(claim.reserved.0, claim.reserved.0, Ordering::AcqRel, Ordering::Relaxed).is_err() {
                 return false;
             }
             // Relaxed: these writes are published by the Release publication of PENDING.
@@ -762,6 +781,22 @@ impl<'a> Table<'a> {
     }
 }
 
+#[cfg(any(test, loom))]
+impl Table<'_> {
+    /// How many LIVE slots hold `key`: one at most, whatever happened.
+    pub(crate) fn holders(&self, key: &[u8]) -> usize {
+        let key = self.key(key).unwrap();
+        (0..self.slots)
+            .filter(|&index| {
+                let slot = self.slot(index);
+                // SeqCst: a check made after every thread has finished.
+                let tag = Tag(slot.tag().load(Ordering::SeqCst));
+                tag.state() == State::Live && slot.holds(tag, &key)
+            })
+            .count()
+    }
+}
+
 /// A claim stopped by hand, for the tests of other modules that play a stalled process.
 #[cfg(test)]
 pub(crate) struct HandClaim<'a>(Claim<'a>);
@@ -810,7 +845,7 @@ fn back_off(attempt: u32) {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
     use std::sync::Arc;
@@ -1109,16 +1144,8 @@ mod tests {
         assert_eq!(table.usage(0).live, 48, "one slot per key");
     }
 
-    /// The LIVE slots holding `key`.
     fn holders(table: &Table<'_>, key: &[u8]) -> usize {
-        let key = table.key(key).unwrap();
-        (0..table.slots)
-            .filter(|&i| {
-                let slot = table.slot(i);
-                let tag = Tag(slot.tag().load(Ordering::SeqCst));
-                tag.state() == State::Live && slot.holds(tag, &key)
-            })
-            .count()
+        table.holders(key)
     }
 
     /// A claimer of `key`, at `now`, reserving slot `index` and stopping there.
