@@ -10,7 +10,7 @@
 //!   maybe does (its slot may have been reclaimed by another key after expiring), with bounds of
 //!   the time until which that slot is kept. The bounds follow the table's rules: a key new to the
 //!   table gets a slot kept until its write's keep-until; a write to a slot kept for less extends it
-//!   to twice what is needed. From them the model knows when a new key must find room, when it must find the
+//!   by 1/16 more than is needed. From them the model knows when a new key must find room, when it must find the
 //!   table full, and when either may happen.
 //!
 //! With a clock that never goes back the store must agree with the model exactly. The store
@@ -22,7 +22,7 @@ use std::collections::HashMap;
 use proptest::prelude::*;
 
 use crate::segment::{Segment, Settings};
-use crate::store::{Store, StoreError, TableKind};
+use crate::store::{Layout, Store, StoreError, TableKind};
 use crate::table::TableError;
 use crate::window::{timed, CountWord, Window, COUNT_TTL, STATUS_TTL};
 
@@ -276,10 +276,10 @@ struct TableModel {
 }
 
 /// The bounds of a slot kept until [min, max] after a write at `now` that needs it until
-/// `keep_until`: a slot kept long enough is left alone, a shorter one is extended to twice
-/// what is needed, `keep_until + (keep_until - now)`.
+/// `keep_until`: a slot kept long enough is left alone, a shorter one is extended by 1/16 more
+/// than needed, `keep_until + (keep_until - now) / 16`.
 fn kept(min: u64, max: u64, now: u64, keep_until: u64) -> (u64, u64) {
-    let extended = 2 * keep_until - now.min(keep_until);
+    let extended = keep_until + keep_until.saturating_sub(now) / 16;
     if min >= keep_until {
         (min, max)
     } else if max < keep_until {
@@ -675,11 +675,12 @@ fn too_long(kind: TableKind, key: usize) -> StoreError {
 
 fn run_scenario(scenario: &Scenario, monotone: bool) -> Result<(), TestCaseError> {
     let settings = Settings { max_services: scenario.max_services, max_key_length: MAX_KEY_LENGTH as u64 };
-    let segment = Segment::create_anonymous(settings).unwrap();
+    let segment = Segment::create_anonymous(Layout::regions(settings)).unwrap();
     let store = Store::new(&segment);
     let spec = scenario.window;
     let window = Window::new(spec.time_window as i64, spec.bucket_duration).unwrap();
-    let slots = [segment.layout().counter_slots, segment.layout().status_slots];
+    let layout = Layout::new(segment.layout().settings);
+    let slots = [layout.counters.slots, layout.statuses.slots];
     prop_assert_eq!(slots, [3 * scenario.max_services as usize, scenario.max_services as usize]);
     let mut model = Model::new(spec, slots, monotone);
     prop_assert_eq!(
@@ -756,7 +757,7 @@ proptest! {
         seeds in prop::collection::vec(any::<u64>(), 2..=4),
         length in 20_000usize..=60_000,
     ) {
-        let segment = Segment::create_anonymous(Settings { max_services: 2, max_key_length: 16 }).unwrap();
+        let segment = Segment::create_anonymous(Layout::regions(Settings { max_services: 2, max_key_length: 16 })).unwrap();
         let window = Window::new(window.time_window as i64, window.bucket_duration).unwrap();
         let start = std::sync::Barrier::new(seeds.len());
         let now = T0;

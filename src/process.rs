@@ -7,7 +7,8 @@ use once_cell::sync::OnceCell;
 use crate::errors::{storage_exception, warn};
 use crate::segment::{Backing, Segment, Settings};
 use crate::settings::{Startup, INI_PATH};
-use crate::store::Store;
+use crate::store::{Layout, Store};
+use crate::table::Stats;
 
 use ext_php_rs::exception::PhpException;
 
@@ -30,7 +31,7 @@ pub fn start(startup: &Startup) {
 /// is logged in one line and its reason kept for `ganesha_shm_info()`.
 fn file_segment(startup: &Startup) -> Option<Segment> {
     let path = startup.path.as_deref()?;
-    Segment::open_file(std::path::Path::new(path), startup.settings, startup.mode)
+    Segment::open_file(std::path::Path::new(path), Layout::regions(startup.settings), Layout::regions, startup.mode)
         .map_err(|refusal| {
             let reason = format!("{INI_PATH}={path:?} refused: {refusal}");
             warn(&format!("{reason}; using an anonymous segment, shared only with this process's children"));
@@ -41,11 +42,9 @@ fn file_segment(startup: &Startup) -> Option<Segment> {
 
 /// An anonymous segment, or why none could be created.
 fn anonymous_segment(settings: Settings) -> Result<Segment, String> {
-    Segment::create_anonymous(settings).map_err(|e| {
-        let reason = format!(
-            "cannot create a shared memory segment of {} bytes: {e}",
-            crate::segment::Layout::new(settings).segment_bytes()
-        );
+    Segment::create_anonymous(Layout::regions(settings)).map_err(|e| {
+        let reason =
+            format!("cannot create a shared memory segment of {} bytes: {e}", Layout::new(settings).segment_bytes());
         warn(&reason);
         reason
     })
@@ -107,8 +106,8 @@ pub fn max_services() -> u64 {
 /// The figures shown by `ganesha_shm_info()`, `phpinfo()` and the metrics, in order, with
 /// what each means.
 pub fn figures(segment: &Segment) -> Vec<(&'static str, u64, &'static str)> {
-    let layout = segment.layout();
-    let stats = segment.stats();
+    let layout = Layout::new(segment.layout().settings);
+    let stats = Stats::new(segment.stats_words());
     let [counters, statuses] = Store::new(segment).usage(unix_time());
     // Relaxed: statistics.
     let stat = |word: &std::sync::atomic::AtomicU64| word.load(std::sync::atomic::Ordering::Relaxed);
@@ -117,10 +116,10 @@ pub fn figures(segment: &Segment) -> Vec<(&'static str, u64, &'static str)> {
         ("layout_version", segment.layout_version(), "Version of the segment's layout."),
         ("max_services", layout.settings.max_services, "Services the store has room for (ganesha_shm.max_services)."),
         ("max_key_length", layout.settings.max_key_length, "Longest key in bytes (ganesha_shm.max_key_length)."),
-        ("counter_slots", layout.counter_slots as u64, "Counter slots: 3 per service."),
-        ("counter_slot_bytes", layout.counter_slot_words as u64 * 8, "Bytes of one counter slot."),
-        ("status_slots", layout.status_slots as u64, "Status slots: 1 per service."),
-        ("status_slot_bytes", layout.status_slot_words as u64 * 8, "Bytes of one status slot."),
+        ("counter_slots", layout.counters.slots as u64, "Counter slots: 3 per service."),
+        ("counter_slot_bytes", layout.counters.slot_words() as u64 * 8, "Bytes of one counter slot."),
+        ("status_slots", layout.statuses.slots as u64, "Status slots: 1 per service."),
+        ("status_slot_bytes", layout.statuses.slot_words() as u64 * 8, "Bytes of one status slot."),
         ("bytes_per_service", layout.bytes_per_service() as u64, "Shared memory one service takes."),
         ("counter_slots_used", counters.live as u64, "Counter slots holding unexpired data."),
         ("status_slots_used", statuses.live as u64, "Status slots holding unexpired data."),

@@ -26,26 +26,13 @@ use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use memmap2::MmapMut;
-
-use crate::table::{self, Table};
-use crate::window::MAX_BUCKETS;
+use memmap2::MmapRaw;
 
 /// The first word of every segment: a file starts with the bytes "GANESHM1".
 pub const MAGIC: u64 = u64::from_ne_bytes(*b"GANESHM1");
 
 /// Bumped whenever the meaning of any word in the segment changes.
-pub const LAYOUT_VERSION: u64 = 1;
-
-/// Payload words of a counter slot: the last failure time (value, expiry), the Count
-/// strategy's counter, then the ring of buckets.
-pub const COUNTER_PAYLOAD_WORDS: usize = 3 + MAX_BUCKETS as usize;
-
-/// Payload words of a status slot: the status (value, expiry).
-pub const STATUS_PAYLOAD_WORDS: usize = 2;
-
-/// Counter keys per Ganesha service: success, failure and rejection.
-pub const COUNTERS_PER_SERVICE: u64 = 3;
+pub const LAYOUT_VERSION: u64 = 2;
 
 /// Header words, by index. The statistics words are updated with `fetch_add` by any process.
 mod header {
@@ -56,14 +43,16 @@ mod header {
     pub const MAX_KEY_LENGTH: usize = 4;
     pub const RING_BUCKETS: usize = 5;
     pub const HASH_SEED: usize = 6;
-    pub const CLAIMS: usize = 7;
-    pub const RECLAIMS: usize = 8;
-    pub const FULL_ERRORS: usize = 9;
+    /// The first of the statistics words the tables above keep (see [`super::STATS_WORDS`]).
+    pub const STATS: usize = 7;
     /// The process-id namespace of the creator (see [`super::Segment::checks_claimers`]).
     pub const PID_NAMESPACE: usize = 10;
     /// Header length; the rest of the first cache lines is left for later versions.
     pub const WORDS: usize = 16;
 }
+
+/// Statistics words the header keeps for the layers above.
+pub const STATS_WORDS: usize = 3;
 
 /// Bytes of the header.
 pub const HEADER_BYTES: usize = header::WORDS * 8;
@@ -71,8 +60,7 @@ pub const HEADER_BYTES: usize = header::WORDS * 8;
 /// The settings a segment is sized from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Settings {
-    /// Services the store has room for: each takes [`COUNTERS_PER_SERVICE`] counter slots and
-    /// one status slot.
+    /// Services the store has room for.
     pub max_services: u64,
     /// Longest key, in bytes, that a slot can hold.
     pub max_key_length: u64,
@@ -94,59 +82,29 @@ impl fmt::Display for Settings {
     }
 }
 
-/// Where every table lives in the segment, in words; derived from the [`Settings`] alone.
+/// The regions of a segment after its header, in words, as the layers above lay them out from
+/// the settings; the segment only maps them, checks their total size and hands them out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Layout {
+pub struct Regions {
     pub settings: Settings,
-    pub key_words: usize,
-    pub counter_slots: usize,
-    pub counter_slot_words: usize,
-    pub status_slots: usize,
-    pub status_slot_words: usize,
+    /// A figure of the layout the header records and checks (the counters' ring length).
+    pub ring_buckets: u64,
+    /// Words of each region, in order.
+    pub words: [usize; 2],
 }
 
-impl Layout {
-    pub fn new(settings: Settings) -> Self {
-        let key_words = table::key_words(settings.max_key_length as usize);
-        Self {
-            settings,
-            key_words,
-            counter_slots: (settings.max_services * COUNTERS_PER_SERVICE) as usize,
-            counter_slot_words: table::slot_words(COUNTER_PAYLOAD_WORDS, key_words),
-            status_slots: settings.max_services as usize,
-            status_slot_words: table::slot_words(STATUS_PAYLOAD_WORDS, key_words),
-        }
-    }
-
-    fn counter_offset(&self) -> usize {
-        header::WORDS
-    }
-
-    fn status_offset(&self) -> usize {
-        self.counter_offset() + self.counter_slots * self.counter_slot_words
-    }
-
+impl Regions {
     pub fn total_words(&self) -> usize {
-        self.status_offset() + self.status_slots * self.status_slot_words
+        header::WORDS + self.words.iter().sum::<usize>()
     }
 
     pub fn segment_bytes(&self) -> usize {
         self.total_words() * 8
     }
-
-    /// Shared memory one Ganesha service takes: its three counters and its status.
-    pub fn bytes_per_service(&self) -> usize {
-        (COUNTERS_PER_SERVICE as usize * self.counter_slot_words + self.status_slot_words) * 8
-    }
 }
 
-/// Store-wide statistics, kept in the header so that every process adds to the same figures.
-#[derive(Clone, Copy)]
-pub struct Stats<'a> {
-    pub claims: &'a AtomicU64,
-    pub reclaims: &'a AtomicU64,
-    pub full_errors: &'a AtomicU64,
-}
+/// How the layer above lays out the regions for given settings.
+pub type LayoutOf = fn(Settings) -> Regions;
 
 /// Where a segment lives.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -220,14 +178,14 @@ impl fmt::Display for HeaderError {
 }
 
 /// The words of a new segment's header.
-fn header_words(layout: &Layout, hash_seed: u64, pid_namespace: u64) -> [u64; header::WORDS] {
+fn header_words(layout: &Regions, hash_seed: u64, pid_namespace: u64) -> [u64; header::WORDS] {
     let mut words = [0; header::WORDS];
     words[header::MAGIC] = MAGIC;
     words[header::LAYOUT_VERSION] = LAYOUT_VERSION;
     words[header::SEGMENT_BYTES] = layout.segment_bytes() as u64;
     words[header::MAX_SERVICES] = layout.settings.max_services;
     words[header::MAX_KEY_LENGTH] = layout.settings.max_key_length;
-    words[header::RING_BUCKETS] = MAX_BUCKETS;
+    words[header::RING_BUCKETS] = layout.ring_buckets;
     words[header::HASH_SEED] = hash_seed;
     words[header::PID_NAMESPACE] = pid_namespace;
     words
@@ -235,7 +193,7 @@ fn header_words(layout: &Layout, hash_seed: u64, pid_namespace: u64) -> [u64; he
 
 /// The layout a header describes, from its first [`HEADER_BYTES`] bytes (native byte order,
 /// as the words were stored); any bytes at all may be given.
-pub fn parse_header(bytes: &[u8]) -> Result<Layout, HeaderError> {
+pub fn parse_header(bytes: &[u8], layout_of: LayoutOf) -> Result<Regions, HeaderError> {
     let bytes = bytes.get(..HEADER_BYTES).ok_or(HeaderError::Short { bytes: bytes.len() })?;
     let word = |index: usize| {
         let mut raw = [0; 8];
@@ -248,14 +206,14 @@ pub fn parse_header(bytes: &[u8]) -> Result<Layout, HeaderError> {
     if word(header::LAYOUT_VERSION) != LAYOUT_VERSION {
         return Err(HeaderError::Version { found: word(header::LAYOUT_VERSION) });
     }
-    if word(header::RING_BUCKETS) != MAX_BUCKETS {
-        return Err(HeaderError::Corrupt { what: "ring size" });
-    }
     let settings = Settings { max_services: word(header::MAX_SERVICES), max_key_length: word(header::MAX_KEY_LENGTH) };
     if !settings.in_range() {
         return Err(HeaderError::Corrupt { what: "settings out of range" });
     }
-    let layout = Layout::new(settings);
+    let layout = layout_of(settings);
+    if word(header::RING_BUCKETS) != layout.ring_buckets {
+        return Err(HeaderError::Corrupt { what: "ring size" });
+    }
     if word(header::SEGMENT_BYTES) != layout.segment_bytes() as u64 {
         return Err(HeaderError::Corrupt { what: "segment size" });
     }
@@ -264,8 +222,8 @@ pub fn parse_header(bytes: &[u8]) -> Result<Layout, HeaderError> {
 
 /// A mapped segment. Dropping it unmaps it.
 pub struct Segment {
-    map: MmapMut,
-    layout: Layout,
+    map: MmapRaw,
+    layout: Regions,
     backing: Backing,
     /// See [`Segment::checks_claimers`]; read once, when the segment is mapped.
     checks_claimers: bool,
@@ -274,21 +232,18 @@ pub struct Segment {
 impl Segment {
     /// Creates a zero-filled shared segment for `settings`, not reachable by any name, shared
     /// with the processes this one forks afterwards.
-    pub fn create_anonymous(settings: Settings) -> io::Result<Self> {
-        let layout = Layout::new(settings);
-        let file = anonymous_file()?;
-        file.set_len(layout.segment_bytes() as u64)?;
-        // SAFETY: `map_mut` is unsafe because another process could truncate or write the file
-        // behind our back. Nobody else can reach this file: a memfd or an unlinked file that
-        // only this process holds, and only through this mapping from now on.
-        let map = unsafe { MmapMut::map_mut(&file)? };
+    pub fn create_anonymous(layout: Regions) -> io::Result<Self> {
+        // Sealed against shrinking and growing (on Linux): no process can truncate it under the
+        // mapping, not even through /proc/PID/fd, so no access ever raises SIGBUS.
+        let file = anonymous_file(layout.segment_bytes() as u64)?;
+        let map = MmapRaw::map_raw(&file)?;
         Ok(Self::new(map, layout, Backing::Anonymous, true))
     }
 
     /// Maps the segment file at `path`, creating it with permissions `mode` if it does not
     /// exist. An existing file is refused unless it is a regular file of this user (or root),
     /// grants nothing beyond `mode`, and holds a segment of this layout for `settings`.
-    pub fn open_file(path: &Path, settings: Settings, mode: u32) -> Result<Self, Refusal> {
+    pub fn open_file(path: &Path, layout: Regions, layout_of: LayoutOf, mode: u32) -> Result<Self, Refusal> {
         if !path.is_absolute() {
             return Err(Refusal::NotAbsolute);
         }
@@ -296,11 +251,11 @@ impl Segment {
         // Two rounds at most: the file is missing, and another process links its own first.
         for _ in 0..2 {
             match open_existing(path) {
-                Ok(file) => return Self::map_existing(file, path, settings, mode),
+                Ok(file) => return Self::map_existing(file, path, layout, layout_of, mode),
                 Err(e) if e.kind() == io::ErrorKind::NotFound => {}
                 Err(e) => return Err(io("open it")(e)),
             }
-            if let Some(segment) = Self::create_file(path, settings, mode).map_err(io("create it"))? {
+            if let Some(segment) = Self::create_file(path, layout, mode).map_err(io("create it"))? {
                 return Ok(segment);
             }
         }
@@ -309,8 +264,7 @@ impl Segment {
 
     /// Writes a new segment under a temporary name beside `path`, then links it to `path`.
     /// `None`: another process linked its own first.
-    fn create_file(path: &Path, settings: Settings, mode: u32) -> io::Result<Option<Self>> {
-        let layout = Layout::new(settings);
+    fn create_file(path: &Path, layout: Regions, mode: u32) -> io::Result<Option<Self>> {
         let temporary = temporary_path(path);
         let file = OpenOptions::new()
             .read(true)
@@ -323,11 +277,11 @@ impl Segment {
             // The umask may have taken bits off `mode`; the file gets exactly `mode`.
             file.set_permissions(std::fs::Permissions::from_mode(mode))?;
             allocate(&file, layout.segment_bytes() as u64)?;
-            // SAFETY: until it is linked below, the file's only name is a temporary one that this
-            // process just created (create_new) and that no other process has a reason to open;
-            // once linked, every access to it is atomic (see `words`), and truncating it is what
-            // `map_existing` discusses.
-            let map = unsafe { MmapMut::map_mut(&file)? };
+            // Until it is linked below, the file's only name is a temporary one that this process
+            // just created (create_new) and that no other process has a reason to open; once
+            // linked, every access to it is atomic (see `words`), and truncating it is what
+            // `map_existing` discusses. (`MmapRaw` hands out only a raw pointer: mapping it is safe.)
+            let map = MmapRaw::map_raw(&file)?;
             let segment = Self::new(map, layout, Backing::File(path.to_path_buf()), true);
             match std::fs::hard_link(&temporary, path) {
                 Ok(()) => Ok(Some(segment)),
@@ -340,7 +294,8 @@ impl Segment {
     }
 
     /// Maps an existing segment file after checking it.
-    fn map_existing(file: File, path: &Path, settings: Settings, mode: u32) -> Result<Self, Refusal> {
+    fn map_existing(file: File, path: &Path, layout: Regions, layout_of: LayoutOf, mode: u32) -> Result<Self, Refusal> {
+        let settings = layout.settings;
         let metadata = file.metadata().map_err(|e| Refusal::Io { doing: "stat it", error: e.to_string() })?;
         if !metadata.file_type().is_file() {
             return Err(Refusal::NotRegularFile);
@@ -356,7 +311,7 @@ impl Segment {
         }
         let mut header = [0; HEADER_BYTES];
         let read = file.read_at(&mut header, 0).map_err(|e| Refusal::Io { doing: "read it", error: e.to_string() })?;
-        let found = parse_header(&header[..read]).map_err(Refusal::Header)?;
+        let found = parse_header(&header[..read], layout_of).map_err(Refusal::Header)?;
         if found.settings != settings {
             return Err(Refusal::Header(HeaderError::Settings { file: found.settings, ours: settings }));
         }
@@ -364,15 +319,15 @@ impl Segment {
         if metadata.len() != expected {
             return Err(Refusal::Size { bytes: metadata.len(), expected });
         }
-        // SAFETY: other processes map this file and write it while we do; that is its purpose,
-        // and every access to it is an atomic operation on an aligned word (see `words`), so it
-        // is never a data race. Its length is checked against the layout right below, so the
-        // tables never reach past the mapping. What `map_mut` cannot rule out is the file being
-        // truncated later, which would raise SIGBUS: only the users the checks above admit can
-        // write it (this user or root, and a group when ganesha_shm.mode grants it), the very
-        // users trusted to share the circuits, and this user can already signal this process.
-        let map =
-            unsafe { MmapMut::map_mut(&file) }.map_err(|e| Refusal::Io { doing: "map it", error: e.to_string() })?;
+        // Other processes map this file and write it while we do; that is its purpose, and every
+        // access to it is an atomic operation on an aligned word (see `words`), so it is never a
+        // data race. Its length is checked against the layout right below, so the tables never
+        // reach past the mapping. What cannot be ruled out is the file being truncated later
+        // (a regular file cannot be sealed), which would raise SIGBUS: only the users the checks
+        // above admit can write it (this user or root, and a group when ganesha_shm.mode grants
+        // it), the very users trusted to share the circuits, and this user can already signal
+        // this process.
+        let map = MmapRaw::map_raw(&file).map_err(|e| Refusal::Io { doing: "map it", error: e.to_string() })?;
         if map.len() as u64 != expected {
             return Err(Refusal::Size { bytes: map.len() as u64, expected });
         }
@@ -380,7 +335,7 @@ impl Segment {
     }
 
     /// A segment over `map`; `fresh`: a new, zero-filled mapping, whose header it writes.
-    fn new(map: MmapMut, layout: Layout, backing: Backing, fresh: bool) -> Self {
+    fn new(map: MmapRaw, layout: Regions, backing: Backing, fresh: bool) -> Self {
         let mut segment = Self { map, layout, backing, checks_claimers: false };
         if fresh {
             segment.write_header();
@@ -394,12 +349,14 @@ impl Segment {
     /// Every word of the segment.
     fn words(&self) -> &[AtomicU64] {
         let words = self.map.len() / 8;
-        // SAFETY: the mapping is page-aligned, hence aligned for `AtomicU64`, and `words * 8`
-        // bytes long; it lives as long as `self`, which the returned slice borrows. `AtomicU64`
-        // has the size and alignment of `u64`, and every access to the segment, from this
-        // process or another one, is an atomic operation on one of these words, so concurrent
-        // access is never a data race. No `&mut` to the mapping is ever created after this.
-        unsafe { std::slice::from_raw_parts(self.map.as_ptr().cast::<AtomicU64>(), words) }
+        // SAFETY: the pointer comes from the raw mapping itself (`as_mut_ptr`: no shared `&[u8]`
+        // is ever made of it, through which writing would be undefined), is page-aligned, hence
+        // aligned for `AtomicU64`, and `words * 8` bytes are mapped; the mapping lives as long
+        // as `self`, which the returned slice borrows. `AtomicU64` has the size and alignment of
+        // `u64` and is written through a shared reference by design, and every access to the
+        // segment, from this process or another one, is an atomic operation on one of these
+        // words, so concurrent access is never a data race.
+        unsafe { std::slice::from_raw_parts(self.map.as_mut_ptr().cast::<AtomicU64>().cast_const(), words) }
     }
 
     fn header_word(&self, index: usize) -> &AtomicU64 {
@@ -416,7 +373,7 @@ impl Segment {
         }
     }
 
-    pub fn layout(&self) -> &Layout {
+    pub fn layout(&self) -> &Regions {
         &self.layout
     }
 
@@ -438,55 +395,54 @@ impl Segment {
         self.header_word(header::LAYOUT_VERSION).load(Ordering::Relaxed)
     }
 
-    pub fn stats(&self) -> Stats<'_> {
-        Stats {
-            claims: self.header_word(header::CLAIMS),
-            reclaims: self.header_word(header::RECLAIMS),
-            full_errors: self.header_word(header::FULL_ERRORS),
-        }
+    /// The key hash's seed, which differs per segment.
+    pub fn hash_seed(&self) -> u64 {
+        // Relaxed: written once, before the segment is shared.
+        self.header_word(header::HASH_SEED).load(Ordering::Relaxed)
     }
 
-    fn table(&self, offset: usize, slots: usize, slot_words: usize, payload_words: usize) -> Table<'_> {
-        let words = &self.words()[offset..offset + slots * slot_words];
-        // Relaxed: the seed is written once, before the segment is shared.
-        let seed = self.header_word(header::HASH_SEED).load(Ordering::Relaxed);
-        let max_key_length = self.layout.settings.max_key_length as usize;
-        Table::new(words, slots, payload_words, max_key_length, seed, self.checks_claimers(), self.stats())
+    /// The [`STATS_WORDS`] statistics words, which any process may add to.
+    pub fn stats_words(&self) -> &[AtomicU64] {
+        &self.words()[header::STATS..header::STATS + STATS_WORDS]
     }
 
-    /// Keys to rings of buckets and last failure times.
-    pub fn counters(&self) -> Table<'_> {
-        let l = &self.layout;
-        self.table(l.counter_offset(), l.counter_slots, l.counter_slot_words, COUNTER_PAYLOAD_WORDS)
-    }
-
-    /// Keys to statuses.
-    pub fn statuses(&self) -> Table<'_> {
-        let l = &self.layout;
-        self.table(l.status_offset(), l.status_slots, l.status_slot_words, STATUS_PAYLOAD_WORDS)
+    /// The words of region `index` of the layout.
+    pub fn region(&self, index: usize) -> &[AtomicU64] {
+        let start = header::WORDS + self.layout.words[..index].iter().sum::<usize>();
+        &self.words()[start..start + self.layout.words[index]]
     }
 }
 
+/// A new memfd of `bytes` bytes, sealed so that nobody can shrink or grow it (or change its
+/// seals) from now on.
 #[cfg(target_os = "linux")]
-fn anonymous_file() -> io::Result<File> {
-    use std::os::fd::FromRawFd;
+fn anonymous_file(bytes: u64) -> io::Result<File> {
+    use std::os::fd::{AsRawFd, FromRawFd};
     // SAFETY: the name is a NUL-terminated C string; memfd_create returns a new descriptor or
     // -1, and a new descriptor is owned by nobody else, so `File` may take ownership of it.
-    unsafe {
-        let fd = libc::memfd_create(c"ganesha_shm".as_ptr(), libc::MFD_CLOEXEC);
+    let file = unsafe {
+        let fd = libc::memfd_create(c"ganesha_shm".as_ptr(), libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING);
         if fd < 0 {
             return Err(io::Error::last_os_error());
         }
-        Ok(File::from_raw_fd(fd))
+        File::from_raw_fd(fd)
+    };
+    file.set_len(bytes)?;
+    let seals = libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_SEAL;
+    // SAFETY: fcntl on a descriptor `file` owns; F_ADD_SEALS takes an int and touches no memory.
+    if unsafe { libc::fcntl(file.as_raw_fd(), libc::F_ADD_SEALS, seals) } != 0 {
+        return Err(io::Error::last_os_error());
     }
+    Ok(file)
 }
 
 #[cfg(not(target_os = "linux"))]
-fn anonymous_file() -> io::Result<File> {
+fn anonymous_file(bytes: u64) -> io::Result<File> {
     let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
     let path = std::env::temp_dir().join(format!("ganesha_shm.{}.{nanos}", std::process::id()));
     let file = std::fs::OpenOptions::new().read(true).write(true).create_new(true).open(&path)?;
     std::fs::remove_file(&path)?;
+    file.set_len(bytes)?;
     Ok(file)
 }
 
@@ -544,33 +500,35 @@ mod tests {
         Settings { max_services, max_key_length: 160 }
     }
 
-    #[test]
-    fn layout_of_the_default_settings() {
-        let layout = Layout::new(Settings { max_services: 1024, max_key_length: 160 });
-        assert_eq!(layout.key_words, 20);
-        assert_eq!(layout.counter_slots, 3072);
-        // header 4 + last failure 2 + count 1 + ring 120 + key 20 words
-        assert_eq!(layout.counter_slot_words * 8, 1176);
-        assert_eq!(layout.status_slot_words * 8, 208);
-        assert_eq!(layout.bytes_per_service(), 3736);
-        assert_eq!(layout.segment_bytes(), 128 + 1024 * 3736);
+    /// A layout of two regions for the segment's own tests, shaped like the store's.
+    fn regions(settings: Settings) -> Regions {
+        Regions { settings, ring_buckets: 122, words: [settings.max_services as usize * 300, settings.max_services as usize * 10 + settings.max_key_length as usize] }
+    }
+
+    fn anonymous(max_services: u64) -> Segment {
+        Segment::create_anonymous(regions(settings(max_services))).unwrap()
+    }
+
+    fn open(path: &Path, settings: Settings, mode: u32) -> Result<Segment, Refusal> {
+        Segment::open_file(path, regions(settings), regions, mode)
     }
 
     #[test]
-    fn a_created_segment_has_its_header_and_zeroed_tables() {
-        let segment = Segment::create_anonymous(settings(4)).unwrap();
+    fn a_created_segment_has_its_header_and_zeroed_regions() {
+        let segment = anonymous(4);
         assert_eq!(segment.header_word(header::MAGIC).load(Ordering::Relaxed), MAGIC);
         assert_eq!(segment.layout_version(), LAYOUT_VERSION);
         assert_eq!(segment.map.len(), segment.layout().segment_bytes());
         assert!(segment.words()[header::WORDS..].iter().all(|w| w.load(Ordering::Relaxed) == 0));
-        assert_eq!(segment.counters().slots(), 12);
-        assert_eq!(segment.statuses().slots(), 4);
+        assert_eq!(segment.region(0).len(), 1200);
+        assert_eq!(segment.region(1).len(), 200);
+        assert!(std::ptr::eq(&segment.region(1)[0], &segment.words()[header::WORDS + 1200]));
     }
 
     #[test]
     fn the_mapping_is_shared_with_forked_children() {
-        let segment = Segment::create_anonymous(settings(1)).unwrap();
-        let word = segment.header_word(header::CLAIMS);
+        let segment = anonymous(1);
+        let word = segment.header_word(header::STATS);
         // SAFETY: fork in a test process: the child only touches the atomic and exits at once.
         let pid = unsafe { libc::fork() };
         assert!(pid >= 0);
@@ -608,7 +566,7 @@ mod tests {
     }
 
     fn refusal(path: &Path, settings: Settings, mode: u32) -> Refusal {
-        Segment::open_file(path, settings, mode).err().expect("the file should be refused")
+        open(path, settings, mode).err().expect("the file should be refused")
     }
 
     /// Overwrites header word `index` of the file at `path`.
@@ -621,7 +579,7 @@ mod tests {
     fn a_file_segment_is_created_complete_and_shared_by_whoever_maps_it() {
         let dir = TempDir::new();
         let path = dir.file("circuits");
-        let first = Segment::open_file(&path, settings(2), 0o600).unwrap();
+        let first = open(&path, settings(2), 0o600).unwrap();
         assert_eq!(first.backing(), &Backing::File(path.clone()));
         let metadata = std::fs::metadata(&path).unwrap();
         assert_eq!(metadata.len(), first.layout().segment_bytes() as u64);
@@ -629,9 +587,9 @@ mod tests {
         assert_eq!(&std::fs::read(&path).unwrap()[..8], b"GANESHM1");
         assert_eq!(std::fs::read_dir(&dir.0).unwrap().count(), 1, "no temporary file is left behind");
 
-        let second = Segment::open_file(&path, settings(2), 0o600).unwrap();
-        first.header_word(header::CLAIMS).fetch_add(7, Ordering::SeqCst);
-        assert_eq!(second.header_word(header::CLAIMS).load(Ordering::SeqCst), 7);
+        let second = open(&path, settings(2), 0o600).unwrap();
+        first.header_word(header::STATS).fetch_add(7, Ordering::SeqCst);
+        assert_eq!(second.header_word(header::STATS).load(Ordering::SeqCst), 7);
         let seed = |s: &Segment| s.header_word(header::HASH_SEED).load(Ordering::Relaxed);
         assert_eq!(seed(&first), seed(&second), "keys hash alike in both");
         assert!(second.checks_claimers(), "one process-id namespace");
@@ -644,7 +602,7 @@ mod tests {
         // SAFETY: umask only sets this process's file-creation mask; no other test depends on
         // the modes it gives (segment files get theirs explicitly).
         let previous = unsafe { libc::umask(0o077) };
-        let created = Segment::open_file(&path, settings(1), 0o660);
+        let created = open(&path, settings(1), 0o660);
         // SAFETY: as above, restoring the previous mask.
         unsafe { libc::umask(previous) };
         created.unwrap();
@@ -657,11 +615,11 @@ mod tests {
         let path = dir.file("circuits");
         let segments: Vec<Segment> = std::thread::scope(|scope| {
             let openers: Vec<_> =
-                (0..8).map(|_| scope.spawn(|| Segment::open_file(&path, settings(1), 0o600).unwrap())).collect();
+                (0..8).map(|_| scope.spawn(|| open(&path, settings(1), 0o600).unwrap())).collect();
             openers.into_iter().map(|opener| opener.join().unwrap()).collect()
         });
-        segments[0].header_word(header::RECLAIMS).fetch_add(1, Ordering::SeqCst);
-        assert!(segments.iter().all(|s| s.header_word(header::RECLAIMS).load(Ordering::SeqCst) == 1));
+        segments[0].header_word(header::STATS + 1).fetch_add(1, Ordering::SeqCst);
+        assert!(segments.iter().all(|s| s.header_word(header::STATS + 1).load(Ordering::SeqCst) == 1));
         assert_eq!(std::fs::read_dir(&dir.0).unwrap().count(), 1);
     }
 
@@ -669,7 +627,7 @@ mod tests {
     fn other_settings_are_refused_without_touching_the_file() {
         let dir = TempDir::new();
         let path = dir.file("circuits");
-        Segment::open_file(&path, settings(2), 0o600).unwrap();
+        open(&path, settings(2), 0o600).unwrap();
         let before = std::fs::read(&path).unwrap();
         for other in [settings(1), settings(3), Settings { max_services: 2, max_key_length: 64 }] {
             let expected = HeaderError::Settings { file: settings(2), ours: other };
@@ -682,23 +640,23 @@ mod tests {
     fn files_granting_more_than_the_mode_are_refused() {
         let dir = TempDir::new();
         let path = dir.file("circuits");
-        Segment::open_file(&path, settings(1), 0o600).unwrap();
+        open(&path, settings(1), 0o600).unwrap();
         for mode in [0o620, 0o602, 0o640, 0o4600] {
             std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
             assert_eq!(refusal(&path, settings(1), 0o600), Refusal::Mode { mode, allowed: 0o600 });
         }
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o640)).unwrap();
-        Segment::open_file(&path, settings(1), 0o660).unwrap();
+        open(&path, settings(1), 0o660).unwrap();
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o400)).unwrap();
-        Segment::open_file(&path, settings(1), 0o600).expect("granting less is fine (as root, still writable)");
+        open(&path, settings(1), 0o600).expect("granting less is fine (as root, still writable)");
     }
 
     #[test]
     fn files_of_the_wrong_size_are_refused() {
         let dir = TempDir::new();
         let path = dir.file("circuits");
-        let expected = Layout::new(settings(1)).segment_bytes() as u64;
-        Segment::open_file(&path, settings(1), 0o600).unwrap();
+        let expected = regions(settings(1)).segment_bytes() as u64;
+        open(&path, settings(1), 0o600).unwrap();
         for bytes in [expected + 8, expected - 8, HEADER_BYTES as u64] {
             OpenOptions::new().write(true).open(&path).unwrap().set_len(bytes).unwrap();
             assert_eq!(refusal(&path, settings(1), 0o600), Refusal::Size { bytes, expected });
@@ -713,11 +671,11 @@ mod tests {
         let path = dir.file("circuits");
         let create = || {
             let _ = std::fs::remove_file(&path);
-            Segment::open_file(&path, settings(1), 0o600).unwrap();
+            open(&path, settings(1), 0o600).unwrap();
         };
         let cases = [
             (header::MAGIC, u64::from_ne_bytes(*b"APCU0001"), HeaderError::Foreign),
-            (header::LAYOUT_VERSION, 2, HeaderError::Version { found: 2 }),
+            (header::LAYOUT_VERSION, 1, HeaderError::Version { found: 1 }),
             (header::RING_BUCKETS, 60, HeaderError::Corrupt { what: "ring size" }),
             (header::MAX_SERVICES, 0, HeaderError::Corrupt { what: "settings out of range" }),
             (header::SEGMENT_BYTES, 4096, HeaderError::Corrupt { what: "segment size" }),
@@ -727,7 +685,7 @@ mod tests {
             write_word(&path, index, value);
             assert_eq!(refusal(&path, settings(1), 0o600), Refusal::Header(error));
         }
-        std::fs::write(&path, vec![0; Layout::new(settings(1)).segment_bytes()]).unwrap();
+        std::fs::write(&path, vec![0; regions(settings(1)).segment_bytes()]).unwrap();
         assert_eq!(refusal(&path, settings(1), 0o600), Refusal::Header(HeaderError::Foreign));
     }
 
@@ -735,7 +693,7 @@ mod tests {
     fn links_directories_fifos_and_relative_paths_are_refused() {
         let dir = TempDir::new();
         let target = dir.file("target");
-        Segment::open_file(&target, settings(1), 0o600).unwrap();
+        open(&target, settings(1), 0o600).unwrap();
         let link = dir.file("link");
         std::os::unix::fs::symlink(&target, &link).unwrap();
         assert!(matches!(refusal(&link, settings(1), 0o600), Refusal::Io { doing: "open it", .. }));
@@ -757,17 +715,17 @@ mod tests {
         }
         let dir = TempDir::new();
         let path = dir.file("circuits");
-        Segment::open_file(&path, settings(1), 0o600).unwrap();
+        open(&path, settings(1), 0o600).unwrap();
         std::os::unix::fs::chown(&path, Some(65534), None).unwrap();
         assert_eq!(refusal(&path, settings(1), 0o600), Refusal::Owner { uid: 65534, euid: 0 });
     }
 
     #[test]
     fn a_valid_header_parses_to_its_layout() {
-        let layout = Layout::new(settings(3));
+        let layout = regions(settings(3));
         let bytes: Vec<u8> = header_words(&layout, 1, 2).iter().flat_map(|w| w.to_ne_bytes()).collect();
-        assert_eq!(parse_header(&bytes), Ok(layout));
-        assert_eq!(parse_header(&bytes[..HEADER_BYTES - 1]), Err(HeaderError::Short { bytes: HEADER_BYTES - 1 }));
+        assert_eq!(parse_header(&bytes, regions), Ok(layout));
+        assert_eq!(parse_header(&bytes[..HEADER_BYTES - 1], regions), Err(HeaderError::Short { bytes: HEADER_BYTES - 1 }));
     }
 
     /// The header parser and the store, fed arbitrary bytes: whatever a file holds, opening it
@@ -775,7 +733,7 @@ mod tests {
     /// (a panic would abort the PHP process) and without reaching outside the mapping.
     mod fuzz {
         use super::*;
-        use crate::store::Store;
+        use crate::store::{Layout as StoreLayout, Store};
         use crate::window::Window;
         use proptest::collection::vec;
         use proptest::prelude::*;
@@ -798,11 +756,31 @@ mod tests {
         proptest! {
             #![proptest_config(ProptestConfig { cases: 4000, failure_persistence: None, ..ProptestConfig::default() })]
 
+            /// Arbitrary bytes, half of the time over a valid header (random bytes alone would
+            /// need 64 random bits to match the magic, so the parsing past it would never run).
             #[test]
-            fn arbitrary_bytes_parse_to_an_error_or_a_consistent_layout(bytes in vec(any::<u8>(), 0..200)) {
-                if let Ok(layout) = parse_header(&bytes) {
+            fn arbitrary_bytes_parse_to_an_error_or_a_consistent_layout(
+                over_header in any::<bool>(),
+                max_services in 1u64..5000,
+                noise in vec((0usize..HEADER_BYTES + 8, any::<u8>()), 0..6),
+                length in 0usize..200,
+            ) {
+                let mut bytes = if over_header {
+                    header_bytes(&header_words(&regions(Settings { max_services, max_key_length: 160 }), 1, 2))
+                } else {
+                    vec![0; 0]
+                };
+                bytes.resize(if over_header { bytes.len().max(length) } else { length }, 0);
+                for (at, byte) in noise {
+                    if let Some(b) = bytes.get_mut(at) {
+                        *b = byte;
+                    }
+                }
+                if let Ok(layout) = parse_header(&bytes, regions) {
                     prop_assert!(layout.settings.in_range());
                     prop_assert_eq!(&bytes[..8], b"GANESHM1");
+                    prop_assert_eq!(layout.segment_bytes() as u64, u64::from_ne_bytes(bytes[16..24].try_into().unwrap()));
+                    prop_assert_eq!(layout, regions(layout.settings));
                 }
             }
 
@@ -813,10 +791,10 @@ mod tests {
                 index in 0..header::WORDS,
                 value in prop_oneof![any::<u64>(), 0u64..10_000_000],
             ) {
-                let layout = Layout::new(Settings { max_services, max_key_length });
+                let layout = regions(Settings { max_services, max_key_length });
                 let mut words = header_words(&layout, 7, 9);
                 words[index] = value;
-                match parse_header(&header_bytes(&words)) {
+                match parse_header(&header_bytes(&words), regions) {
                     Ok(parsed) => {
                         prop_assert_eq!(parsed.segment_bytes() as u64, words[header::SEGMENT_BYTES]);
                         prop_assert_eq!(parsed.settings.max_services, words[header::MAX_SERVICES]);
@@ -832,7 +810,7 @@ mod tests {
 
             #[test]
             fn a_store_over_garbage_tables_never_panics(
-                garbage in vec((0u8..4, any::<u64>()), Layout::new(settings(2)).total_words() - header::WORDS),
+                garbage in vec((0u8..4, any::<u64>()), StoreLayout::regions(settings(2)).total_words() - header::WORDS),
                 now in 0u64..4_000_000_000,
             ) {
                 let dir = TempDir::new();
@@ -856,7 +834,8 @@ mod tests {
                     let _ = store.remove_matching(|key| key.starts_with(b"svc"));
                 };
                 // real slots first, so that the damage below hits keys the store will look up
-                exercise(&Store::new(&Segment::open_file(&path, settings(2), 0o600).unwrap()));
+                let open = || Segment::open_file(&path, StoreLayout::regions(settings(2)), StoreLayout::regions, 0o600).unwrap();
+                exercise(&Store::new(&open()));
                 let file = OpenOptions::new().read(true).write(true).open(&path).unwrap();
                 let mut bytes = vec![0; garbage.len() * 8];
                 file.read_exact_at(&mut bytes, HEADER_BYTES as u64).unwrap();
@@ -875,8 +854,28 @@ mod tests {
                     .collect();
                 file.write_all_at(&header_bytes(&damaged), HEADER_BYTES as u64).unwrap();
 
-                exercise(&Store::new(&Segment::open_file(&path, settings(2), 0o600).unwrap()));
+                let open = || Segment::open_file(&path, StoreLayout::regions(settings(2)), StoreLayout::regions, 0o600).unwrap();
+                exercise(&Store::new(&open()));
             }
         }
+    }
+}
+#[cfg(all(test, target_os = "linux"))]
+mod sealed {
+    use std::os::fd::AsRawFd;
+
+    /// Defect 10 of issue 11: nothing, not even a path through /proc/PID/fd, can truncate the
+    /// memory under the mapping (a SIGBUS on the next access).
+    #[test]
+    fn the_anonymous_segment_cannot_be_shrunk_or_grown() {
+        let file = super::anonymous_file(8192).unwrap();
+        // SAFETY: fcntl F_GET_SEALS on a descriptor `file` owns.
+        let seals = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_GET_SEALS) };
+        let wanted = libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_SEAL;
+        assert_eq!(seals & wanted, wanted);
+        let by_path = std::fs::OpenOptions::new().write(true).open(format!("/proc/self/fd/{}", file.as_raw_fd())).unwrap();
+        assert!(by_path.set_len(4096).is_err(), "shrinking is refused");
+        assert!(by_path.set_len(16384).is_err(), "growing is refused");
+        assert_eq!(file.metadata().unwrap().len(), 8192);
     }
 }

@@ -1,17 +1,25 @@
 //! The circuit store: what Ganesha's storage calls mean, over the two tables of the segment.
 //!
-//! * Counter keys (success, failure, rejection) map to a ring of [`MAX_BUCKETS`] bucket words
+//! * Counter keys (success, failure, rejection) map to a ring of [`RING_LEN`] bucket words
 //!   (Rate strategy), a plain counter (Count strategy) and the last failure time. An increment
 //!   is one compare-and-swap on one word; a load sums the words of the buckets in the window.
 //! * Status keys map to a status with its expiry.
 //!
+//! This module also lays out the segment's two tables ([`Layout`]): what a payload holds is the
+//! store's business, how slots are built the table's, and the segment only maps the regions.
+//!
 //! Every operation takes the time as an argument, so that it can be tested without a clock.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use crate::sync::{AtomicU64, Ordering};
 
-use crate::segment::Segment;
+#[cfg(not(loom))]
+use crate::segment::{Regions, Segment, Settings};
+#[cfg(not(loom))]
+use crate::table::{Shape, Stats};
 use crate::table::{Entry, Table, TableError, Usage};
-use crate::window::{ring_index, timed, BucketWord, CountWord, Window, COUNT_TTL, MAX_BUCKETS, STATUS_TTL};
+use crate::window::{
+    generation_byte, ring_index, timed, BucketWord, CountWord, Window, COUNT_TTL, RING_LEN, STATUS_TTL,
+};
 
 /// Payload word of a counter slot holding the last failure time, and its expiry.
 const LAST_FAILURE_VALUE: usize = 0;
@@ -24,10 +32,80 @@ const RING: usize = 3;
 const STATUS_VALUE: usize = 0;
 const STATUS_EXPIRY: usize = 1;
 
-/// Times an operation looks its key up again after finding its slot recycled under it.
-const MAX_ATTEMPTS: u32 = 16;
+/// Payload words of a counter slot: the last failure time (value, expiry), the Count
+/// strategy's counter, then the ring of buckets.
+pub const COUNTER_PAYLOAD_WORDS: usize = RING + RING_LEN as usize;
 
-const _: () = assert!(RING + MAX_BUCKETS as usize == crate::segment::COUNTER_PAYLOAD_WORDS);
+/// Payload words of a status slot: the status (value, expiry).
+pub const STATUS_PAYLOAD_WORDS: usize = 2;
+
+/// Counter keys per Ganesha service: success, failure and rejection.
+pub const COUNTERS_PER_SERVICE: u64 = 3;
+
+/// Times an operation looks its key up again after finding its slot recycled under it.
+#[cfg(not(loom))]
+const MAX_ATTEMPTS: u32 = 16;
+#[cfg(loom)]
+const MAX_ATTEMPTS: u32 = 2;
+
+#[cfg(not(loom))]
+const _: () = assert!(Stats::WORDS == crate::segment::STATS_WORDS, "the header keeps the tables' statistics");
+
+/// What a claim of generation `generation` sets counter payload word `index` to: every word
+/// empty, in a value unique to the claim (see `BucketWord::empty`).
+pub fn init_counter(index: usize, generation: u32) -> u64 {
+    match index {
+        LAST_FAILURE_VALUE => timed::empty_value(generation),
+        LAST_FAILURE_EXPIRY => timed::empty_expiry(generation),
+        COUNT => CountWord::empty(generation).0,
+        _ => BucketWord::empty(generation).0,
+    }
+}
+
+/// The same for status payload words.
+pub fn init_status(index: usize, generation: u32) -> u64 {
+    match index {
+        STATUS_VALUE => timed::empty_value(generation),
+        _ => timed::empty_expiry(generation),
+    }
+}
+
+/// Where the two tables lie in the segment, derived from the settings alone.
+#[cfg(not(loom))]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Layout {
+    pub settings: Settings,
+    pub counters: Shape,
+    pub statuses: Shape,
+}
+
+#[cfg(not(loom))]
+impl Layout {
+    pub fn new(settings: Settings) -> Self {
+        let max_key_length = settings.max_key_length as usize;
+        let shape = |slots, payload_words| Shape { slots, payload_words, max_key_length };
+        Self {
+            settings,
+            counters: shape((settings.max_services * COUNTERS_PER_SERVICE) as usize, COUNTER_PAYLOAD_WORDS),
+            statuses: shape(settings.max_services as usize, STATUS_PAYLOAD_WORDS),
+        }
+    }
+
+    /// The regions the segment maps for this layout.
+    pub fn regions(settings: Settings) -> Regions {
+        let layout = Self::new(settings);
+        Regions { settings, ring_buckets: RING_LEN, words: [layout.counters.words(), layout.statuses.words()] }
+    }
+
+    pub fn segment_bytes(&self) -> usize {
+        Self::regions(self.settings).segment_bytes()
+    }
+
+    /// Shared memory one Ganesha service takes: its three counters and its status.
+    pub fn bytes_per_service(&self) -> usize {
+        (COUNTERS_PER_SERVICE as usize * self.counters.slot_words() + self.statuses.slot_words()) * 8
+    }
+}
 
 /// Which of the two tables an error is about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -48,8 +126,33 @@ pub struct Store<'a> {
 }
 
 impl<'a> Store<'a> {
+    #[cfg(not(loom))]
     pub fn new(segment: &'a Segment) -> Self {
-        Self { counters: segment.counters(), statuses: segment.statuses() }
+        let layout = Layout::new(segment.layout().settings);
+        let stats = Stats::new(segment.stats_words());
+        let (seed, checks) = (segment.hash_seed(), segment.checks_claimers());
+        Self {
+            counters: Table::new(segment.region(0), layout.counters, seed, checks, stats, init_counter),
+            statuses: Table::new(segment.region(1), layout.statuses, seed, checks, stats, init_status),
+        }
+    }
+
+    /// A store over two tables built elsewhere (tests, the model checker).
+    #[cfg(any(test, loom))]
+    pub fn from_tables(counters: Table<'a>, statuses: Table<'a>) -> Self {
+        Self { counters, statuses }
+    }
+
+    /// How many LIVE counter slots hold `key`.
+    #[cfg(any(test, loom))]
+    pub fn counter_holders(&self, key: &[u8]) -> usize {
+        self.counters.holders(key)
+    }
+
+    /// The counter table (for tests playing a stalled process by hand).
+    #[cfg(test)]
+    pub fn counters(&self) -> &Table<'a> {
+        &self.counters
     }
 
     fn table(&self, kind: TableKind) -> &Table<'a> {
@@ -97,9 +200,10 @@ impl<'a> Store<'a> {
     pub fn increment(&self, key: &[u8], window: &Window, now: u64) -> Result<(), StoreError> {
         let bucket = window.bucket_at(now);
         self.write(TableKind::Counters, key, now, window.ttl(), true, |entry| {
+            let generation = BucketWord::generation_of(entry.generation());
             update_word(&entry.payload()[RING + ring_index(bucket)], entry, |word| {
                 let word = BucketWord(word);
-                (word.generation() == entry.generation_byte()).then(|| word.incremented(bucket).0)
+                (word.generation() == generation).then(|| word.incremented(bucket).0)
             })
         })
     }
@@ -131,7 +235,7 @@ impl<'a> Store<'a> {
         let Some(entry) = self.find(TableKind::Counters, key)? else {
             return Ok(window.buckets_at(now).fold(init, |acc, bucket| f(acc, bucket, 0)));
         };
-        let generation = entry.generation_byte();
+        let generation = BucketWord::generation_of(entry.generation());
         let ring = &entry.payload()[RING..];
         Ok(window.buckets_at(now).fold(init, |acc, bucket| {
             // Relaxed: each count stands alone; a load is not a snapshot across buckets.
@@ -148,7 +252,7 @@ impl<'a> Store<'a> {
         };
         // Relaxed: one word, read on its own.
         let word = CountWord(entry.payload()[COUNT].load(Ordering::Relaxed));
-        Ok(if word.generation() == entry.generation_byte() { word.count_at(now) } else { 0 })
+        Ok(if word.generation() == generation_byte(entry.generation()) { word.count_at(now) } else { 0 })
     }
 
     /// Changes the Count strategy's counter of `key` to `change(current)` in one
@@ -165,7 +269,7 @@ impl<'a> Store<'a> {
         self.write(TableKind::Counters, key, now, COUNT_TTL, create, |entry| {
             update_word(&entry.payload()[COUNT], entry, |word| {
                 let word = CountWord(word);
-                (word.generation() == entry.generation_byte())
+                (word.generation() == generation_byte(entry.generation()))
                     .then(|| word.with_count(change(word.count_at(now)), expires_at).0)
             })
         })
@@ -212,7 +316,7 @@ impl<'a> Store<'a> {
             let Some(entry) = self.counters.keep_entry(entry, now, now.saturating_add(ttl)) else {
                 continue;
             };
-            let generation = entry.generation_byte();
+            let generation = generation_byte(entry.generation());
             let payload = entry.payload();
             // AcqRel: the claim is the value other callers must see; Relaxed on failure:
             // someone else changed the time first, so look again.
@@ -252,7 +356,7 @@ impl<'a> Store<'a> {
         ttl: u64,
     ) -> Result<(), StoreError> {
         self.write(kind, key, now, ttl, true, |entry| {
-            let generation = entry.generation_byte();
+            let generation = generation_byte(entry.generation());
             let payload = entry.payload();
             // The value first, then its expiry: a reader reads them the other way round, so
             // a new expiry always comes with the new value (see `load_timed`).
@@ -305,7 +409,7 @@ enum Timed {
 }
 
 fn read_timed(entry: &Entry<'_>, [value_at, expiry_at]: [usize; 2], now: u64) -> Timed {
-    let generation = entry.generation_byte();
+    let generation = generation_byte(entry.generation());
     let payload = entry.payload();
     // Acquire: pairs with the Release of the expiry's compare-and-swap, which the writer made
     // after the value's, so the value read next is at least as new as the expiry.
@@ -323,15 +427,22 @@ fn read_timed(entry: &Entry<'_>, [value_at, expiry_at]: [usize; 2], now: u64) ->
 /// Replaces `word` by `next(word)` in one compare-and-swap, retried while other writers change
 /// it first; false, without writing, when `next` returns `None` (the word is of another
 /// generation: the slot was recycled under us) or the slot no longer holds the entry's key.
+///
+/// Before every attempt the slot's tag is checked to show the entry's claim still (its whole
+/// generation, not the byte the words carry). So only a writer stopped between that check and
+/// its compare-and-swap can reach a recycled slot, and then the word must hold exactly the
+/// value it read before it stopped: a claim sets every word to a value unique to the claim,
+/// and the words later written under it carry its generation byte, so that takes 256 more
+/// claims of that slot during the stop and the very same value (a count, to the second).
 fn update_word(word: &AtomicU64, entry: &Entry<'_>, next: impl Fn(u64) -> Option<u64>) -> bool {
     // Relaxed: the compare-and-swap below decides.
     let mut current = word.load(Ordering::Relaxed);
-    // The slot may have been recycled between the lookup and the read above; past this check a
-    // recycle changes the word's generation byte, which `next` refuses.
-    if !entry.is_current() {
-        return false;
-    }
     loop {
+        // The slot may have been recycled between the lookup (or the last attempt) and the
+        // read of `current`.
+        if !entry.is_current() {
+            return false;
+        }
         let Some(new) = next(current) else {
             return false;
         };
@@ -346,16 +457,17 @@ fn update_word(word: &AtomicU64, entry: &Entry<'_>, next: impl Fn(u64) -> Option
 
 /// Replaces a timed value's word with `new` if it still belongs to `entry`'s generation.
 fn replace_word(word: &AtomicU64, entry: &Entry<'_>, new: u64) -> bool {
-    update_word(word, entry, |current| (timed::generation(current) == entry.generation_byte()).then_some(new))
+    let generation = generation_byte(entry.generation());
+    update_word(word, entry, |current| (timed::generation(current) == generation).then_some(new))
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
     use crate::segment::{Segment, Settings};
 
     fn segment(max_services: u64) -> Segment {
-        Segment::create_anonymous(Settings { max_services, max_key_length: 64 }).unwrap()
+        Segment::create_anonymous(Layout::regions(Settings { max_services, max_key_length: 64 })).unwrap()
     }
 
     fn window(time_window: i64, bucket_duration: Option<u64>) -> Window {
@@ -471,7 +583,7 @@ mod tests {
         let store = Store::new(&segment);
         let w = window(60, None);
         store.increment(b"old", &w, T0).unwrap();
-        let stale = segment.counters().find(b"old").unwrap().unwrap();
+        let stale = store.counters().find(b"old").unwrap().unwrap();
         store.remove_matching(|k| k == b"old");
         store.increment(b"new", &w, T0).unwrap();
         let word = &stale.payload()[RING + ring_index(w.bucket_at(T0))];
@@ -579,5 +691,90 @@ mod tests {
         });
         let store = Store::new(&segment);
         assert_eq!((store.load(b"even", &w, T0).unwrap(), store.load(b"odd_", &w, T0).unwrap()), (10_000, 10_000));
+    }
+
+    /// Defect 4 of issue 11: stamps and Count expiries were clamped to 32 bits.
+    #[test]
+    fn times_past_2106_keep_live_slots_and_counts() {
+        let t = (1u64 << 32) + 1_000;
+        let segment = segment(1);
+        let store = Store::new(&segment);
+        let w = window(60, None);
+        for key in [b"a", b"b", b"c"] { store.increment(key, &w, t).unwrap(); }
+        assert!(store.increment(b"d", &w, t + 1).is_err(), "a, b and c are live");
+        assert_eq!(store.load(b"a", &w, t + 1).unwrap(), 1);
+        store.remove_matching(|_| true);
+        store.change_count(b"n", t, true, |c| c + 3).unwrap();
+        assert_eq!(store.load_count(b"n", t + 1).unwrap(), 3);
+    }
+
+    /// Defect 5 of issue 11: the ring was exactly as long as the longest window.
+    #[test]
+    fn a_writer_one_bucket_ahead_does_not_erase_the_oldest_bucket_of_a_120_bucket_window() {
+        let segment = segment(1);
+        let store = Store::new(&segment);
+        let w = window(120, Some(1));
+        store.increment(b"k", &w, T0).unwrap();
+        store.increment(b"k", &w, T0 + 119).unwrap();
+        store.increment(b"k", &w, T0 + 120).unwrap(); // another process, one bucket ahead
+        assert_eq!(store.load(b"k", &w, T0 + 119).unwrap(), 2);
+    }
+
+    /// Defect 7 of issue 11: slots were kept about twice their TTL.
+    #[test]
+    fn a_status_saved_twice_frees_its_slot_soon_after_it_expired() {
+        let segment = segment(1);
+        let store = Store::new(&segment);
+        store.save_status(b"s", 1, T0).unwrap();
+        store.save_status(b"s", 2, T0 + 1).unwrap();
+        let expired = T0 + 1 + STATUS_TTL;
+        store.save_status(b"t", 1, expired + STATUS_TTL / 16 + 1).expect("the slot is reused");
+    }
+
+    /// Defect 8 of issue 11: a writer stalled across 256 recycles counted into another key.
+    #[test]
+    fn a_writer_stalled_across_256_recycles_does_not_count_in_another_key() {
+        let segment = segment(1);
+        let store = Store::new(&segment);
+        let w = window(60, None);
+        store.increment(b"old", &w, T0).unwrap();
+        // the two other counter slots stay taken, so every new key gets the slot of "old"
+        store.increment(b"x1", &w, T0).unwrap();
+        store.increment(b"x2", &w, T0).unwrap();
+        let stale = store.counters().find(b"old").unwrap().unwrap();
+        let word = &stale.payload()[RING + ring_index(w.bucket_at(T0))];
+        let recycled = std::cell::Cell::new(false);
+        let wrote = update_word(word, &stale, |current| {
+            if !recycled.replace(true) {
+                // stalled here while the slot is recycled 256 times
+                for round in 0..256 {
+                    store.remove_matching(|key| key != b"x1" && key != b"x2");
+                    store.increment(if round == 255 { b"new" } else { b"mid" }, &w, T0).unwrap();
+                }
+            }
+            let current = BucketWord(current);
+            (current.generation() == BucketWord::generation_of(stale.generation())).then(|| current.incremented(w.bucket_at(T0)).0)
+        });
+        let new = store.counters().find(b"new").unwrap().unwrap();
+        assert_eq!(new.generation(), stale.generation() + 256, "the same slot, 256 claims later");
+        assert!(!wrote);
+        assert_eq!(store.load(b"new", &w, T0).unwrap(), 1);
+    }
+
+    /// Defect 9 of issue 11: clocks years apart left keys answering Contended.
+    #[test]
+    fn processes_years_apart_leave_no_key_stuck() {
+        let segment = segment(1);
+        let store = Store::new(&segment);
+        let w = window(60, None);
+        let years = 3 * 365 * 86_400;
+        // A process whose clock reads T0 reserves the slot of "svc" and stops; one whose clock
+        // is years ahead takes the claim over as timed out and counts an event.
+        let stalled = store.counters().hand_reserve(b"svc", T0);
+        store.increment(b"svc", &w, T0 + years).unwrap();
+        // The first resumes: its writes must not reach the slot taken over from it.
+        assert!(!store.counters().hand_resume(&stalled, b"svc", T0, T0 + w.ttl()));
+        store.increment(b"svc", &w, T0 + years).expect("not contended");
+        assert_eq!(store.load(b"svc", &w, T0 + years).unwrap(), 2);
     }
 }

@@ -7,59 +7,91 @@
 //! [tag][ident][reach][owner][payload: payload_words][key: key_words]
 //! ```
 //!
-//! * `tag`: `[state: 2][generation: 30][stamp: 32]`. The state machine is
+//! * `tag`: `[state: 2][generation: 22][stamp: 40]`. The state machine is
 //!   `FREE -> RESERVED -> PENDING -> LIVE -> FREE`, every transition one compare-and-swap.
-//!   The generation grows on every claim: it tells the incarnations of a slot apart. The stamp is
-//!   the claim time for RESERVED and PENDING, and for LIVE the time until which the slot must be
-//!   kept (its data may still be read until then).
-//! * `ident`: `[fingerprint: 32][key length: 32]`, written while the slot is RESERVED.
+//!   The generation grows on every claim: it tells the incarnations of a slot apart. The stamp,
+//!   in seconds (40 bits: until the year 36812), is the claim time for RESERVED and PENDING,
+//!   and for LIVE the time until which the slot must be kept (its data may be read until then).
+//! * `ident`: `[generation: 16][key length: 16][fingerprint: 32]`.
 //! * `reach`: of this slot taken as a home position, the farthest distance at which a key whose
 //!   home it is was ever placed. Lookups probe that far and no farther; it only grows.
 //! * `owner`: `[generation: 32][pid: 32]` of the process that claimed the slot, so that a claim
 //!   left by a process that no longer exists is taken over at once rather than after a timeout.
 //!   The pid is 0 when the claimer's process ids cannot be checked by the others (see
 //!   `Table::new`).
-//! * `payload`: the caller's words. A claim sets each to `generation_byte << 56`, so callers
-//!   can keep the slot's generation in their words and have a writer that looked the slot up
-//!   before it was recycled fail its compare-and-swap.
-//! * `key`: the key bytes, little-endian, zero-padded.
+//! * `payload`: the caller's words. A claim sets word `i` to `init(i, generation)`, a value the
+//!   caller makes unique to the claim, so that a writer that looked the slot up before it was
+//!   recycled fails its compare-and-swap.
+//! * `key`: the key bytes, 6 to a word under the claim's generation: `[generation: 16][6 bytes]`.
+//!
+//! A claimer writes the ident, owner, key and payload words while the slot is RESERVED, each with
+//! a compare-and-swap made only while the tag still shows its own claim, and every value it writes
+//! carries its generation. So a claimer stopped for any time (SIGSTOP, a frozen container) whose
+//! claim was taken over meanwhile cannot write into the slot once the new claimer has written a
+//! word: its compare-and-swap expects the word it read before it stopped. Once PENDING, a claimer
+//! only compares-and-swaps its tag, which fails harmlessly after a takeover.
 //!
 //! No lock lives here: a process killed at any instruction leaves at worst a slot RESERVED or
 //! PENDING, which other processes take over as soon as they see its claimer is gone, or once
-//! its stamp is older than a timeout (when they cannot tell).
+//! its stamp is farther than a timeout from their own clock (when they cannot tell).
 //!
-//! Two processes inserting the same new key at once each publish a PENDING slot, then look for
-//! another PENDING or LIVE slot with that key (sequentially consistent, as in Dekker's
-//! algorithm, so at least one of them sees the other); whoever sees one withdraws. Two LIVE slots
-//! never hold one key, so counts are never split.
+//! Two processes inserting the same new key at once each publish a PENDING slot, then
+//! (after a sequentially consistent fence, as in Dekker's algorithm, so at least one of them sees
+//! the other) look for another PENDING or LIVE slot with that key; whoever sees one withdraws. A
+//! PENDING rival whose claimer is gone or timed out is freed first, by compare-and-swap, so that
+//! it can never go LIVE afterwards. Two LIVE slots never hold one key, so counts are never split.
 
-use std::sync::atomic::{fence, AtomicU64, Ordering};
-
-use crate::segment::Stats;
+use crate::sync::{fence, AtomicU64, Ordering};
 
 /// Words before a slot's payload: tag, ident, reach, owner.
 const HEADER_WORDS: usize = 4;
 
-/// Seconds after which a slot left PENDING by its claimer may be taken over. A claimer only
-/// compares-and-swaps its tag once PENDING, which fails harmlessly after a takeover.
+/// Seconds between a PENDING claim's stamp and a process's clock after which the process may
+/// take the claim over (either way: a stamp that far in its future is from a clock that is off).
 const PENDING_TIMEOUT: u64 = 2;
 
-/// Seconds after which a slot left RESERVED may be taken over. A RESERVED claimer still writes
-/// the key with plain stores, so this is long: only a process killed (or stopped) in the few
-/// instructions between claiming a slot and publishing it leaves one behind.
+/// The same for a RESERVED claim. Only a process killed (or stopped) in the few instructions
+/// between claiming a slot and publishing it leaves one behind; taking it over is safe whenever
+/// it happens (see the module documentation), this only bounds how long it is left.
 const RESERVED_TIMEOUT: u64 = 600;
 
 /// Lookups and claims a call makes before giving up with [`TableError::Contended`].
+#[cfg(not(loom))]
 const MAX_ATTEMPTS: u32 = 64;
+#[cfg(loom)]
+const MAX_ATTEMPTS: u32 = 2;
+
+/// Key bytes a key word holds, below its 16-bit generation.
+const KEY_BYTES_PER_WORD: usize = 6;
 
 /// Words that hold a key of up to `max_key_length` bytes.
 pub fn key_words(max_key_length: usize) -> usize {
-    max_key_length.div_ceil(8)
+    max_key_length.div_ceil(KEY_BYTES_PER_WORD)
 }
 
 /// Words taken by one slot with the given payload and key sizes.
 pub fn slot_words(payload_words: usize, key_words: usize) -> usize {
     HEADER_WORDS + payload_words + key_words
+}
+
+/// The last stamp a tag can hold.
+const MAX_STAMP: u64 = (1 << 40) - 1;
+
+/// The claim statistics, kept in shared words so that every process adds to the same figures.
+#[derive(Clone, Copy)]
+pub struct Stats<'a> {
+    pub claims: &'a AtomicU64,
+    pub reclaims: &'a AtomicU64,
+    pub full_errors: &'a AtomicU64,
+}
+
+impl<'a> Stats<'a> {
+    /// Words the statistics take.
+    pub const WORDS: usize = 3;
+
+    pub fn new(words: &'a [AtomicU64]) -> Self {
+        Self { claims: &words[0], reclaims: &words[1], full_errors: &words[2] }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -80,14 +112,14 @@ enum State {
     Live = 3,
 }
 
-const GENERATION_MASK: u32 = (1 << 30) - 1;
+const GENERATION_MASK: u32 = (1 << 22) - 1;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Tag(u64);
 
 impl Tag {
-    fn new(state: State, generation: u32, stamp: u32) -> Self {
-        Self((state as u64) << 62 | ((generation & GENERATION_MASK) as u64) << 32 | stamp as u64)
+    fn new(state: State, generation: u32, stamp: u64) -> Self {
+        Self((state as u64) << 62 | ((generation & GENERATION_MASK) as u64) << 40 | stamp.min(MAX_STAMP))
     }
 
     fn state(self) -> State {
@@ -100,27 +132,28 @@ impl Tag {
     }
 
     fn generation(self) -> u32 {
-        (self.0 >> 32) as u32 & GENERATION_MASK
+        (self.0 >> 40) as u32 & GENERATION_MASK
     }
 
-    fn stamp(self) -> u32 {
-        self.0 as u32
+    fn stamp(self) -> u64 {
+        self.0 & MAX_STAMP
     }
 
     /// Whether a new key may take this slot at `now`, as far as the tag tells.
     fn claimable(self, now: u64) -> bool {
-        let stamp = self.stamp() as u64;
+        let (stamp, now) = (self.stamp(), now.min(MAX_STAMP));
         match self.state() {
             State::Free => true,
             State::Live => stamp < now,
-            State::Pending => now > stamp + PENDING_TIMEOUT,
-            State::Reserved => now > stamp + RESERVED_TIMEOUT,
+            State::Pending => stamp.abs_diff(now) > PENDING_TIMEOUT,
+            State::Reserved => stamp.abs_diff(now) > RESERVED_TIMEOUT,
         }
     }
 }
 
-fn clamp_seconds(seconds: u64) -> u32 {
-    seconds.min(u32::MAX as u64) as u32
+/// The top 16 bits of a word written by the claim of `generation`.
+fn word_tag(generation: u32) -> u64 {
+    ((generation & 0xffff) as u64) << 48
 }
 
 /// A key with its hash, as the table compares it.
@@ -135,23 +168,26 @@ impl Key<'_> {
         ((self.hash as u128 * slots as u128) >> 64) as usize
     }
 
-    fn ident(&self) -> u64 {
-        (self.hash >> 32) << 32 | self.bytes.len() as u64
+    /// The ident word the claim of `generation` writes for this key.
+    fn ident(&self, generation: u32) -> u64 {
+        word_tag(generation) | (self.bytes.len() as u64 & 0xffff) << 32 | self.hash >> 32
     }
 
-    /// The key as the little-endian, zero-padded words a slot stores.
-    fn words(&self) -> impl Iterator<Item = u64> + '_ {
-        self.bytes.chunks(8).map(le_word)
+    /// The key words the claim of `generation` writes: 6 bytes each, little-endian, zero-padded.
+    fn words(&self, generation: u32) -> impl Iterator<Item = u64> + '_ {
+        let tag = word_tag(generation);
+        self.bytes.chunks(KEY_BYTES_PER_WORD).map(move |chunk| tag | le_word(chunk))
     }
 }
 
-/// Up to 8 bytes as a little-endian word, zero-padded; without a `memcpy` call for the short
-/// last chunk, which profiling showed costing more than the hash itself.
+/// Up to 8 bytes as a little-endian word, zero-padded; without a `memcpy` call for a short
+/// chunk, which profiling showed costing more than the hash itself.
 #[inline(always)]
 fn le_word(chunk: &[u8]) -> u64 {
-    match <[u8; 8]>::try_from(chunk) {
-        Ok(full) => u64::from_le_bytes(full),
-        Err(_) => chunk.iter().rev().fold(0, |word, &byte| word << 8 | byte as u64),
+    match chunk.len() {
+        8 => u64::from_le_bytes(chunk.try_into().unwrap()),
+        6 => u32::from_le_bytes(chunk[..4].try_into().unwrap()) as u64 | (u16::from_le_bytes([chunk[4], chunk[5]]) as u64) << 32,
+        _ => chunk.iter().rev().fold(0, |word, &byte| word << 8 | byte as u64),
     }
 }
 
@@ -202,7 +238,7 @@ impl<'a> Slot<'a> {
     /// ended. False when unsure: the owner word may still be a previous claim's (another
     /// generation), its pid unrecorded (0), or the process may exist under another user (EPERM).
     fn claimer_is_gone(&self, tag: Tag) -> bool {
-        // Acquire: pairs with the Release store of the owner after the claim.
+        // Acquire: pairs with the Release compare-and-swap of the owner after the claim.
         let owner = self.owner().load(Ordering::Acquire);
         let pid = owner as u32;
         (owner >> 32) as u32 == tag.generation() && pid != 0 && !process_exists(pid)
@@ -216,33 +252,67 @@ impl<'a> Slot<'a> {
         &self.words[HEADER_WORDS + self.payload_words..]
     }
 
-    /// Whether this slot, seen with `tag`, holds `key`. A seqlock read: the ident and key
-    /// words are read with relaxed loads, then the tag is read again; a slot recycled meanwhile
-    /// shows another tag, and whatever was read of it is discarded.
-    fn holds(&self, tag: Tag, key: &Key<'_>) -> bool {
-        // Relaxed: validated by the fence and the tag read below.
-        if self.ident().load(Ordering::Relaxed) != key.ident() {
-            return false;
-        }
-        let same_key = key.words().zip(self.key_words()).all(|(word, stored)| stored.load(Ordering::Relaxed) == word);
-        // Acquire fence: if any word read above was written by a later claim, that claim's tag
-        // change (made before its Release fence) is visible to the tag read below.
+    /// The slot's tag, read after the words read before this call: if any of them was written
+    /// by a later claim, that claim's tag (set before its Release fence) is the one read here.
+    fn tag_after_reads(&self) -> Tag {
+        // Acquire fence: pairs with the Release fence a claimer makes before writing.
         fence(Ordering::Acquire);
-        same_key && Tag(self.tag().load(Ordering::Relaxed)).generation() == tag.generation()
+        // Relaxed: ordered by the fence above.
+        Tag(self.tag().load(Ordering::Relaxed))
     }
 
-    /// The key this slot held when seen with `tag`, or `None` if it changed while being read.
+    /// Whether the words read before this call belong to the claim of `tag`: its key words
+    /// change only under a new claim, that is a new generation (PENDING going LIVE, a LIVE slot
+    /// extended or freed keep them).
+    fn still_claimed_by(&self, tag: Tag) -> bool {
+        self.tag_after_reads().generation() == tag.generation()
+    }
+
+    /// Whether the slot still holds the same incarnation, in the same state, as `tag`.
+    fn still(&self, tag: Tag) -> bool {
+        let now = self.tag_after_reads();
+        now.state() == tag.state() && now.generation() == tag.generation()
+    }
+
+    /// Whether this slot, seen with `tag`, holds `key`. A seqlock read: the ident and key
+    /// words are read with relaxed loads, then the tag is read again; a slot recycled meanwhile
+    /// shows another generation, and whatever was read of it is discarded. (A slot that only
+    /// changed state, PENDING to LIVE say, still holds the key: checking the state too would
+    /// make the duplicate-key check miss a rival that went LIVE while it was read.) The words carry the
+    /// generation they were written under, so a word of another claim never matches either.
+    fn holds(&self, tag: Tag, key: &Key<'_>) -> bool {
+        let generation = tag.generation();
+        // Relaxed: validated by `still` below.
+        if self.ident().load(Ordering::Relaxed) != key.ident(generation) {
+            return false;
+        }
+        let same_key = key
+            .words(generation)
+            .zip(self.key_words())
+            .all(|(word, stored)| stored.load(Ordering::Relaxed) == word);
+        same_key && self.still_claimed_by(tag)
+    }
+
+    /// The key this slot held when seen with `tag`, or `None` if it was recycled while read.
     fn read_key(&self, tag: Tag) -> Option<Vec<u8>> {
-        // Relaxed loads validated by the fence and the tag read, as in `holds`.
-        let length = (self.ident().load(Ordering::Relaxed) as u32 as usize).min(self.key_words().len() * 8);
-        let mut bytes: Vec<u8> =
-            self.key_words().iter().flat_map(|w| w.load(Ordering::Relaxed).to_le_bytes()).collect();
-        fence(Ordering::Acquire);
-        if self.tag().load(Ordering::Relaxed) != tag.0 {
+        let expected = word_tag(tag.generation());
+        // Relaxed loads validated by `still`, as in `holds`.
+        let ident = self.ident().load(Ordering::Relaxed);
+        let length = ((ident >> 32) & 0xffff) as usize;
+        let words = length.div_ceil(KEY_BYTES_PER_WORD);
+        if ident & !((1 << 48) - 1) != expected || words > self.key_words().len() {
             return None;
         }
+        let mut bytes = Vec::with_capacity(words * KEY_BYTES_PER_WORD);
+        for stored in &self.key_words()[..words] {
+            let word = stored.load(Ordering::Relaxed);
+            if word & !((1 << 48) - 1) != expected {
+                return None;
+            }
+            bytes.extend_from_slice(&word.to_le_bytes()[..KEY_BYTES_PER_WORD]);
+        }
         bytes.truncate(length);
-        Some(bytes)
+        self.still_claimed_by(tag).then_some(bytes)
     }
 }
 
@@ -254,9 +324,9 @@ pub struct Entry<'a> {
 }
 
 impl<'a> Entry<'a> {
-    /// The low byte of the slot's generation, which the payload words carry.
-    pub fn generation_byte(&self) -> u8 {
-        self.tag.generation() as u8
+    /// The generation of the claim that gave the slot its key; the payload words carry it.
+    pub fn generation(&self) -> u32 {
+        self.tag.generation()
     }
 
     pub fn payload(&self) -> &'a [AtomicU64] {
@@ -264,13 +334,10 @@ impl<'a> Entry<'a> {
     }
 
     /// Whether the slot still holds the key it was looked up for. Called after reading payload
-    /// words, to validate them as a seqlock reader does.
+    /// words, to validate them as a seqlock reader does, and before every compare-and-swap on
+    /// them.
     pub fn is_current(&self) -> bool {
-        // Acquire fence: if a payload word read before this call was written by a later claim,
-        // that claim's tag is visible to the load below (see `Table::insert`).
-        fence(Ordering::Acquire);
-        let tag = Tag(self.slot.tag().load(Ordering::Relaxed));
-        tag.state() == State::Live && tag.generation() == self.tag.generation()
+        self.slot.still(self.tag)
     }
 }
 
@@ -285,6 +352,49 @@ pub struct Usage {
     pub claiming: usize,
 }
 
+/// The sizes of a table's slots.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Shape {
+    pub slots: usize,
+    pub payload_words: usize,
+    pub max_key_length: usize,
+}
+
+impl Shape {
+    pub fn slot_words(&self) -> usize {
+        slot_words(self.payload_words, key_words(self.max_key_length))
+    }
+
+    pub fn words(&self) -> usize {
+        self.slots * self.slot_words()
+    }
+}
+
+/// A claim in progress: the slot a claimer reserved, and for which key. `Table::insert` makes
+/// its steps one method each, so that tests and the model checker can stop a claimer between
+/// any two of them.
+#[derive(Clone, Copy)]
+struct Claim<'a> {
+    slot: Slot<'a>,
+    index: usize,
+    home: usize,
+    distance: usize,
+    /// The tag the slot had when it was claimed.
+    seen: Tag,
+    /// The claim's tag while RESERVED.
+    reserved: Tag,
+}
+
+impl Claim<'_> {
+    fn generation(&self) -> u32 {
+        self.reserved.generation()
+    }
+
+    fn pending(&self) -> Tag {
+        Tag::new(State::Pending, self.generation(), self.reserved.stamp())
+    }
+}
+
 pub struct Table<'a> {
     words: &'a [AtomicU64],
     slots: usize,
@@ -296,26 +406,29 @@ pub struct Table<'a> {
     /// process is gone: only when every process recording one shares this one's namespace.
     checks_claimers: bool,
     stats: Stats<'a>,
+    /// The value payload word `i` gets from the claim of generation `g`: `init(i, g)`.
+    init: fn(usize, u32) -> u64,
 }
 
 impl<'a> Table<'a> {
-    /// A table over `words`, which must hold exactly `slots` slots of the given sizes.
-    /// `checks_claimers`: whether every process that records its id in this table shares this
-    /// process's process-id namespace (see `Segment::checks_claimers`).
+    /// A table over `words`, which must hold exactly the slots of `shape`. `checks_claimers`:
+    /// whether every process that records its id in this table shares this process's
+    /// process-id namespace (see `Segment::checks_claimers`). `init`: the value of each payload
+    /// word after a claim, from its index and the claim's generation.
     pub fn new(
         words: &'a [AtomicU64],
-        slots: usize,
-        payload_words: usize,
-        max_key_length: usize,
+        shape: Shape,
         seed: u64,
         checks_claimers: bool,
         stats: Stats<'a>,
+        init: fn(usize, u32) -> u64,
     ) -> Self {
-        let key_words = key_words(max_key_length);
-        let slot_words = slot_words(payload_words, key_words);
-        assert_eq!(words.len(), slots * slot_words, "table words do not match its layout");
+        let Shape { slots, payload_words, max_key_length } = shape;
+        assert_eq!(words.len(), shape.words(), "table words do not match its layout");
         assert!(slots > 0, "a table needs at least one slot");
-        Self { words, slots, slot_words, payload_words, max_key_length, seed, checks_claimers, stats }
+        assert!(max_key_length <= 0xffff, "key lengths are stored in 16 bits");
+        let slot_words = shape.slot_words();
+        Self { words, slots, slot_words, payload_words, max_key_length, seed, checks_claimers, stats, init }
     }
 
     #[cfg(test)]
@@ -343,8 +456,11 @@ impl<'a> Table<'a> {
         })
     }
 
-    fn reach(&self, home: usize, ordering: Ordering) -> usize {
-        self.slot(home).reach().load(ordering) as usize + 1
+    fn reach(&self, home: usize) -> usize {
+        // Acquire: pairs with the Release `fetch_max` of a claimer placing a key farther; a key
+        // placed farther than we read is being inserted right now, and the inserter's own check
+        // settles which slot wins.
+        self.slot(home).reach().load(Ordering::Acquire) as usize + 1
     }
 
     /// The LIVE slot holding `key`, if any. Never writes.
@@ -355,10 +471,7 @@ impl<'a> Table<'a> {
 
     fn lookup(&self, key: &Key<'_>) -> Option<Entry<'a>> {
         let home = key.home(self.slots);
-        // Acquire: a key placed farther than we read here is being inserted right now, and the
-        // inserter's own check settles which slot wins.
-        let reach = self.reach(home, Ordering::Acquire);
-        self.probe(home, reach).find_map(|(_, slot)| {
+        self.probe(home, self.reach(home)).find_map(|(_, slot)| {
             // Acquire: pairs with the Release publication of the slot, so its key is visible.
             let tag = Tag(slot.tag().load(Ordering::Acquire));
             (tag.state() == State::Live && slot.holds(tag, key)).then_some(Entry { slot, tag })
@@ -368,7 +481,7 @@ impl<'a> Table<'a> {
     /// The LIVE slot holding `key`, inserted if missing, and kept until at least `keep_until`.
     pub fn find_or_insert(&self, key: &[u8], now: u64, keep_until: u64) -> Result<Entry<'a>, TableError> {
         let key = self.key(key)?;
-        let keep_until = clamp_seconds(keep_until);
+        let keep_until = keep_until.min(MAX_STAMP);
         for attempt in 0..MAX_ATTEMPTS {
             if let Some(entry) = self.lookup(&key) {
                 if let Some(entry) = self.keep(entry, now, keep_until) {
@@ -376,8 +489,18 @@ impl<'a> Table<'a> {
                 }
                 continue;
             }
-            if let Some(entry) = self.insert(&key, now, keep_until)? {
-                return Ok(entry);
+            match self.insert(&key, now, keep_until, attempt + 1 == MAX_ATTEMPTS) {
+                Ok(Some(entry)) => return Ok(entry),
+                Ok(None) => {}
+                // Another process may have published the key while we scanned: look again.
+                Err(full) => match self.lookup(&key).and_then(|entry| self.keep(entry, now, keep_until)) {
+                    Some(entry) => return Ok(entry),
+                    None => {
+                        // Relaxed: statistics only.
+                        self.stats.full_errors.fetch_add(1, Ordering::Relaxed);
+                        return Err(full);
+                    }
+                },
             }
             back_off(attempt);
         }
@@ -388,7 +511,7 @@ impl<'a> Table<'a> {
     /// must not create the key.
     pub fn find_and_keep(&self, key: &[u8], now: u64, keep_until: u64) -> Result<Option<Entry<'a>>, TableError> {
         let key = self.key(key)?;
-        let keep_until = clamp_seconds(keep_until);
+        let keep_until = keep_until.min(MAX_STAMP);
         for _ in 0..MAX_ATTEMPTS {
             let Some(entry) = self.lookup(&key) else {
                 return Ok(None);
@@ -403,19 +526,21 @@ impl<'a> Table<'a> {
     /// Makes sure `entry`, found with `find`, is kept until at least `keep_until`: for a write
     /// decided after reading. `None` if its slot was recycled meanwhile.
     pub fn keep_entry(&self, entry: Entry<'a>, now: u64, keep_until: u64) -> Option<Entry<'a>> {
-        self.keep(entry, now, clamp_seconds(keep_until))
+        self.keep(entry, now, keep_until.min(MAX_STAMP))
     }
 
     /// Makes sure `entry` is kept until `keep_until`; `None` if its slot was recycled.
-    fn keep(&self, entry: Entry<'a>, now: u64, keep_until: u32) -> Option<Entry<'a>> {
+    ///
+    /// A slot kept for less is extended by 1/16 more than needed: `keep_until + (keep_until -
+    /// now) / 16`. So a busy key pays one compare-and-swap per 1/16 of its TTL, not one per
+    /// write, and a slot is reusable at most TTL / 16 after its data expired.
+    fn keep(&self, entry: Entry<'a>, now: u64, keep_until: u64) -> Option<Entry<'a>> {
         let mut tag = entry.tag;
         loop {
             if tag.stamp() >= keep_until {
                 return Some(Entry { slot: entry.slot, tag });
             }
-            // Extend to twice what is needed, so that a busy key extends once per TTL rather
-            // than on every write.
-            let extended = clamp_seconds((keep_until as u64) * 2 - now.min(keep_until as u64));
+            let extended = keep_until.saturating_add(keep_until.saturating_sub(now) / 16);
             let new = Tag::new(State::Live, tag.generation(), extended);
             // AcqRel on success: the extension is ordered before the writes that rely on it;
             // Acquire on failure: the tag read is then used as the new expected value.
@@ -433,97 +558,198 @@ impl<'a> Table<'a> {
     }
 
     /// Claims a slot for `key` and publishes it. `Ok(None)`: another process raced us for the
-    /// key or the slot; look again.
-    fn insert(&self, key: &Key<'_>, now: u64, keep_until: u32) -> Result<Option<Entry<'a>>, TableError> {
+    /// key or the slot; look again. `Err(Full)` only when no slot is claimable and no claim of
+    /// this key is in progress (nor, unless `last_attempt`, of any key).
+    fn insert(&self, key: &Key<'_>, now: u64, keep_until: u64, last_attempt: bool) -> Result<Option<Entry<'a>>, TableError> {
         let home = key.home(self.slots);
-        let stamp = clamp_seconds(now);
+        let (mut this_key_claimed, mut other_claims) = (false, false);
         for (distance, (index, slot)) in self.probe(home, self.slots).enumerate() {
             // Acquire: a FREE or expired slot's old contents are overwritten only after this.
             let seen = Tag(slot.tag().load(Ordering::Acquire));
             if !slot.claimable(seen, now, self.checks_claimers) {
+                match seen.state() {
+                    State::Pending if slot.holds(seen, key) => this_key_claimed = true,
+                    State::Reserved | State::Pending => other_claims = true,
+                    State::Free | State::Live => {}
+                }
                 continue;
             }
-            let generation = seen.generation().wrapping_add(1) & GENERATION_MASK;
-            let reserved = Tag::new(State::Reserved, generation, stamp);
-            // AcqRel: the claim is ordered after whatever the previous owner wrote, and before
-            // the writes below. Relaxed on failure: someone else took it; try the next slot.
-            if slot.tag().compare_exchange(seen.0, reserved.0, Ordering::AcqRel, Ordering::Relaxed).is_err() {
+            let Some(claim) = self.reserve(slot, index, home, distance, seen, now) else {
+                // Another process claimed it first, maybe for this very key.
+                other_claims = true;
                 continue;
-            }
-            // The process id is read now, not when the table was built: a process forked since
-            // must record its own. Release: whoever reads this owner with our generation reads it.
-            let pid = if self.checks_claimers { std::process::id() } else { 0 };
-            slot.owner().store((generation as u64) << 32 | pid as u64, Ordering::Release);
-            // Relaxed: statistics only.
-            self.stats.claims.fetch_add(1, Ordering::Relaxed);
-            if seen.state() != State::Free {
-                self.stats.reclaims.fetch_add(1, Ordering::Relaxed);
-            }
-            // SeqCst: part of the Dekker-style check below; lookups from `home` must probe this
-            // far before the slot can hold the key.
-            self.slot(home).reach().fetch_max(distance as u64, Ordering::SeqCst);
-            // Release fence: a reader whose relaxed loads see the writes below also sees the
-            // claim above, so its seqlock check rejects what it read (see `Slot::holds`).
-            fence(Ordering::Release);
-            // Relaxed: published by the Release half of the PENDING compare-and-swap.
-            slot.ident().store(key.ident(), Ordering::Relaxed);
-            let mut key_words = key.words();
-            for stored in slot.key_words() {
-                stored.store(key_words.next().unwrap_or(0), Ordering::Relaxed);
-            }
-            let empty = (generation as u8 as u64) << 56;
-            for word in slot.payload() {
-                word.store(empty, Ordering::Relaxed);
-            }
-            let pending = Tag::new(State::Pending, generation, stamp);
-            // SeqCst: the publication half of the Dekker-style check.
-            if slot.tag().compare_exchange(reserved.0, pending.0, Ordering::SeqCst, Ordering::Relaxed).is_err() {
-                return Ok(None); // taken over after RESERVED_TIMEOUT
-            }
-            let next = if self.rival(key, home, index, now) {
-                Tag::new(State::Free, generation, 0)
-            } else {
-                Tag::new(State::Live, generation, keep_until)
             };
-            // SeqCst/Relaxed: publishes LIVE (or withdraws) unless the slot was taken over.
-            let published = slot.tag().compare_exchange(pending.0, next.0, Ordering::SeqCst, Ordering::Relaxed).is_ok();
-            return Ok((published && next.state() == State::Live).then_some(Entry { slot, tag: next }));
+            return Ok(self.complete(&claim, key, now, keep_until));
         }
-        self.stats.full_errors.fetch_add(1, Ordering::Relaxed);
+        if this_key_claimed || other_claims && !last_attempt {
+            return Ok(None);
+        }
         Err(TableError::Full { slots: self.slots })
     }
 
-    /// Whether a slot other than `own` holds `key` as PENDING (not abandoned) or LIVE.
+    /// Step 1 of a claim: the slot seen with `seen` becomes RESERVED by this claimer.
+    fn reserve(&self, slot: Slot<'a>, index: usize, home: usize, distance: usize, seen: Tag, now: u64) -> Option<Claim<'a>> {
+        let generation = seen.generation().wrapping_add(1) & GENERATION_MASK;
+        let reserved = Tag::new(State::Reserved, generation, now);
+        // AcqRel: the claim is ordered after whatever the previous owner wrote, and before
+        // the writes below. Relaxed on failure: someone else took it; try the next slot.
+        slot.tag().compare_exchange(seen.0, reserved.0, Ordering::AcqRel, Ordering::Relaxed).ok()?;
+        Some(Claim { slot, index, home, distance, seen, reserved })
+    }
+
+    /// Steps 2 to 5 of a claim: record it, write the key, publish it PENDING, settle it.
+    fn complete(&self, claim: &Claim<'a>, key: &Key<'_>, now: u64, keep_until: u64) -> Option<Entry<'a>> {
+        self.record(claim);
+        if !self.write(claim, key) {
+            return None;
+        }
+        if !self.publish(claim) {
+            return None;
+        }
+        self.settle(claim, key, now, keep_until)
+    }
+
+    /// Step 2: the statistics, how far the key lies from its home, and who claimed the slot.
+    fn record(&self, claim: &Claim<'a>) {
+        // Relaxed: statistics only.
+        self.stats.claims.fetch_add(1, Ordering::Relaxed);
+        if claim.seen.state() != State::Free {
+            self.stats.reclaims.fetch_add(1, Ordering::Relaxed);
+        }
+        // Release: a lookup that reads this reach (Acquire) and then this slot's LIVE tag finds
+        // the key. Growing it from a claim later taken over only lengthens probes.
+        self.slot(claim.home).reach().fetch_max(claim.distance as u64, Ordering::Release);
+        // Release fence: a reader whose relaxed loads see any of the writes below also sees
+        // the claim, so its seqlock check rejects what it read (see `Slot::still`).
+        fence(Ordering::Release);
+        // The process id is read now, not when the table was built: a process forked since
+        // must record its own.
+        let pid = if self.checks_claimers { std::process::id() } else { 0 };
+        self.write_word(claim, claim.slot.owner(), (claim.generation() as u64) << 32 | pid as u64);
+    }
+
+    /// Step 3: the ident, key and payload words, while the slot is still ours. False if the
+    /// claim was taken over.
+    fn write(&self, claim: &Claim<'a>, key: &Key<'_>) -> bool {
+        let generation = claim.generation();
+        let slot = claim.slot;
+        if !self.write_word(claim, slot.ident(), key.ident(generation)) {
+            return false;
+        }
+        let mut words = key.words(generation);
+        let padding = word_tag(generation);
+        if !slot.key_words().iter().all(|stored| self.write_word(claim, stored, words.next().unwrap_or(padding))) {
+            return false;
+        }
+        slot.payload().iter().enumerate().all(|(index, word)| self.write_word(claim, word, (self.init)(index, generation)))
+    }
+
+    /// Writes `value` into `word` of the claimed slot with a compare-and-swap from the value
+    /// read just before the tag was found still ours. A claimer stopped after that check and
+    /// taken over meanwhile finds the word changed by the new claimer (every value a claim
+    /// writes is its own) and fails; if it wrote first, the new claimer's compare-and-swap
+    /// fails, and it writes again.
+    fn write_word(&self, claim: &Claim<'a>, word: &AtomicU64, value: u64) -> bool {
+        loop {
+            // Relaxed: the compare-and-swap below decides.
+            let current = word.load(Ordering::Relaxed);
+            // The check is a compare-and-swap of the tag with itself, not a load: a load may
+            // read our claim's tag after a takeover, and `current` may then already be the new
+            // claimer's word, which we would overwrite. A read-modify-write reads the latest tag;
+            // AcqRel: if the new claimer's takeover comes after it, it synchronizes with it, so
+            // the load of `current` above happened before the new claimer wrote anything and
+            // cannot have read its words (found by the model checker).
+            if claim.slot.tag().compare_exchange(claim.reserved.0, claim.reserved.0, Ordering::AcqRel, Ordering::Relaxed).is_err() {
+                return false;
+            }
+            // Relaxed: these writes are published by the Release publication of PENDING.
+            if word.compare_exchange(current, value, Ordering::Relaxed, Ordering::Relaxed).is_ok() {
+                return true;
+            }
+        }
+    }
+
+    /// Step 4: RESERVED becomes PENDING, unless the claim was taken over.
+    fn publish(&self, claim: &Claim<'a>) -> bool {
+        // Release: whoever reads PENDING (Acquire) reads the key written above.
+        claim
+            .slot
+            .tag()
+            .compare_exchange(claim.reserved.0, claim.pending().0, Ordering::Release, Ordering::Relaxed)
+            .is_ok()
+    }
+
+    /// Step 5: unless a rival slot holds the key, PENDING becomes LIVE; otherwise we withdraw.
+    fn settle(&self, claim: &Claim<'a>, key: &Key<'_>, now: u64, keep_until: u64) -> Option<Entry<'a>> {
+        // SeqCst fence, between our publication above and our reads of the other slots below:
+        // of two claimers of one key, the one whose fence comes second sees the other's PENDING
+        // (or what followed it), as in Dekker's algorithm.
+        fence(Ordering::SeqCst);
+        let rival = self.rival(key, claim.home, claim.index, now);
+        let generation = claim.generation();
+        let next =
+            if rival { Tag::new(State::Free, generation, 0) } else { Tag::new(State::Live, generation, keep_until) };
+        // Release: a lookup that reads LIVE (Acquire) reads the key. Relaxed on failure: the
+        // claim was taken over; look again.
+        let published =
+            claim.slot.tag().compare_exchange(claim.pending().0, next.0, Ordering::Release, Ordering::Relaxed).is_ok();
+        (published && !rival).then_some(Entry { slot: claim.slot, tag: next })
+    }
+
+    /// Whether a slot other than `own` holds `key` as LIVE, or as PENDING with its claimer
+    /// still there. A PENDING one whose claimer is gone or timed out is freed, so that it can
+    /// never go LIVE; if that fails (it changed), it counts as a rival.
     fn rival(&self, key: &Key<'_>, home: usize, own: usize, now: u64) -> bool {
-        // SeqCst loads, after our SeqCst publication: the reading half of the Dekker check.
-        let reach = self.reach(home, Ordering::SeqCst);
-        self.probe(home, reach).any(|(index, slot)| {
-            let tag = Tag(slot.tag().load(Ordering::SeqCst));
-            let contender = match tag.state() {
-                State::Live => true,
-                State::Pending => !slot.claimable(tag, now, self.checks_claimers),
-                State::Free | State::Reserved => false,
-            };
-            index != own && contender && slot.holds(tag, key)
+        self.probe(home, self.reach(home)).any(|(index, slot)| {
+            if index == own {
+                return false;
+            }
+            // Acquire: pairs with the Release publications, so the key read is the claimer's.
+            let tag = Tag(slot.tag().load(Ordering::Acquire));
+            match tag.state() {
+                State::Live => slot.holds(tag, key),
+                State::Pending if slot.holds(tag, key) => {
+                    !slot.claimable(tag, now, self.checks_claimers)
+                        // AcqRel: our takeover is ordered with the claim's writes. Relaxed on
+                        // failure: the slot changed, it counts as a rival.
+                        || slot
+                            .tag()
+                            .compare_exchange(tag.0, Tag::new(State::Free, tag.generation(), 0).0, Ordering::AcqRel, Ordering::Relaxed)
+                            .is_err()
+                }
+                State::Free | State::Reserved | State::Pending => false,
+            }
         })
     }
 
     /// Frees every LIVE slot whose key satisfies `matches`; returns how many.
     pub fn remove_matching(&self, matches: impl Fn(&[u8]) -> bool) -> usize {
-        (0..self.slots)
-            .filter(|&index| {
-                let slot = self.slot(index);
-                // Acquire: the key read below is the published one.
-                let tag = Tag(slot.tag().load(Ordering::Acquire));
-                tag.state() == State::Live
-                    && slot.read_key(tag).is_some_and(|key| matches(&key))
-                    // AcqRel/Relaxed: frees the slot only if it still holds that key.
-                    && slot
-                        .tag()
-                        .compare_exchange(tag.0, Tag::new(State::Free, tag.generation(), 0).0, Ordering::AcqRel, Ordering::Relaxed)
-                        .is_ok()
-            })
-            .count()
+        (0..self.slots).filter(|&index| self.remove_if(self.slot(index), &matches)).count()
+    }
+
+    /// Frees `slot` if it is LIVE with a key that satisfies `matches`, retrying while its
+    /// lifetime is extended under us.
+    fn remove_if(&self, slot: Slot<'a>, matches: &impl Fn(&[u8]) -> bool) -> bool {
+        // Acquire: the key read below is the published one.
+        let mut tag = Tag(slot.tag().load(Ordering::Acquire));
+        if tag.state() != State::Live || !slot.read_key(tag).is_some_and(|key| matches(&key)) {
+            return false;
+        }
+        loop {
+            let free = Tag::new(State::Free, tag.generation(), 0);
+            // AcqRel: ordered after the writes of the key's writers. Acquire on failure: the
+            // new tag is checked and retried.
+            match slot.tag().compare_exchange(tag.0, free.0, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => return true,
+                Err(current) => {
+                    let current = Tag(current);
+                    if current.state() != State::Live || current.generation() != tag.generation() {
+                        return false;
+                    }
+                    tag = current;
+                }
+            }
+        }
     }
 
     /// The keys of the LIVE slots whose data may not all have expired at `now`.
@@ -555,6 +781,47 @@ impl<'a> Table<'a> {
     }
 }
 
+#[cfg(any(test, loom))]
+impl Table<'_> {
+    /// How many LIVE slots hold `key`: one at most, whatever happened.
+    pub(crate) fn holders(&self, key: &[u8]) -> usize {
+        let key = self.key(key).unwrap();
+        (0..self.slots)
+            .filter(|&index| {
+                let slot = self.slot(index);
+                // SeqCst: a check made after every thread has finished.
+                let tag = Tag(slot.tag().load(Ordering::SeqCst));
+                tag.state() == State::Live && slot.holds(tag, &key)
+            })
+            .count()
+    }
+}
+
+/// A claim stopped by hand, for the tests of other modules that play a stalled process.
+#[cfg(test)]
+pub(crate) struct HandClaim<'a>(Claim<'a>);
+
+#[cfg(test)]
+impl<'a> Table<'a> {
+    /// A claimer of `key` reserves a slot at `now` and stops there.
+    pub(crate) fn hand_reserve(&self, key: &[u8], now: u64) -> HandClaim<'a> {
+        let key = self.key(key).unwrap();
+        let home = key.home(self.slots);
+        let (distance, (index, slot)) = self
+            .probe(home, self.slots)
+            .enumerate()
+            .find(|(_, (_, slot))| slot.claimable(Tag(slot.tag().load(Ordering::SeqCst)), now, self.checks_claimers))
+            .unwrap();
+        let seen = Tag(slot.tag().load(Ordering::SeqCst));
+        HandClaim(self.reserve(slot, index, home, distance, seen, now).unwrap())
+    }
+
+    /// The stopped claimer resumes and makes every remaining step; whether its key went LIVE.
+    pub(crate) fn hand_resume(&self, claim: &HandClaim<'a>, key: &[u8], now: u64, keep_until: u64) -> bool {
+        self.complete(&claim.0, &self.key(key).unwrap(), now, keep_until).is_some()
+    }
+}
+
 /// Whether a process with this id, in this process's process-id namespace, exists.
 fn process_exists(pid: u32) -> bool {
     let Ok(pid) = libc::pid_t::try_from(pid) else {
@@ -578,7 +845,7 @@ fn back_off(attempt: u32) {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
     use std::sync::Arc;
@@ -587,16 +854,21 @@ mod tests {
     pub(crate) struct Fixture {
         words: Vec<AtomicU64>,
         stats: [AtomicU64; 3],
-        slots: usize,
-        payload_words: usize,
-        key_words: usize,
+        shape: Shape,
+    }
+
+    /// Payload words of the fixture's claims: the generation in the top 16 bits, so that tests
+    /// can count in the low ones.
+    pub(crate) fn init(_: usize, generation: u32) -> u64 {
+        word_tag(generation)
     }
 
     impl Fixture {
-        /// `key_words` words of key: keys of up to `8 × key_words` bytes.
+        /// `key_words` words of key: keys of up to `6 × key_words` bytes.
         pub(crate) fn new(slots: usize, payload_words: usize, key_words: usize) -> Self {
-            let words = (0..slots * slot_words(payload_words, key_words)).map(|_| AtomicU64::new(0)).collect();
-            Self { words, stats: Default::default(), slots, payload_words, key_words }
+            let shape = Shape { slots, payload_words, max_key_length: key_words * KEY_BYTES_PER_WORD };
+            let words = (0..shape.words()).map(|_| AtomicU64::new(0)).collect();
+            Self { words, stats: Default::default(), shape }
         }
 
         pub(crate) fn table(&self) -> Table<'_> {
@@ -605,8 +877,7 @@ mod tests {
 
         /// The table as a process that records and checks claimers' ids, or does not.
         pub(crate) fn table_checking_claimers(&self, checks_claimers: bool) -> Table<'_> {
-            let stats = Stats { claims: &self.stats[0], reclaims: &self.stats[1], full_errors: &self.stats[2] };
-            Table::new(&self.words, self.slots, self.payload_words, self.key_words * 8, 42, checks_claimers, stats)
+            Table::new(&self.words, self.shape, 42, checks_claimers, Stats::new(&self.stats), init)
         }
     }
 
@@ -619,8 +890,10 @@ mod tests {
 
     #[test]
     fn tags_round_trip() {
-        let tag = Tag::new(State::Pending, GENERATION_MASK, u32::MAX);
-        assert_eq!((tag.state(), tag.generation(), tag.stamp()), (State::Pending, GENERATION_MASK, u32::MAX));
+        let tag = Tag::new(State::Pending, GENERATION_MASK, MAX_STAMP);
+        assert_eq!((tag.state(), tag.generation(), tag.stamp()), (State::Pending, GENERATION_MASK, MAX_STAMP));
+        assert_eq!(Tag::new(State::Live, 1, u64::MAX).stamp(), MAX_STAMP, "stamps saturate");
+        assert_eq!(Tag::new(State::Live, 1, (1 << 32) + 5).stamp(), (1 << 32) + 5, "past 2106");
         assert_eq!(Tag(0).state(), State::Free, "zeroed memory is a table of free slots");
     }
 
@@ -655,24 +928,24 @@ mod tests {
         let fixture = Fixture::new(1, 3, 1);
         let table = fixture.table();
         let first = table.find_or_insert(b"x", 0, 5).unwrap();
-        assert!(first.payload().iter().all(|w| w.load(Ordering::Relaxed) == (first.generation_byte() as u64) << 56));
+        assert!(first.payload().iter().all(|w| w.load(Ordering::Relaxed) == init(0, first.generation())));
         first.payload()[1].store(99, Ordering::Relaxed);
         assert_eq!(table.remove_matching(|k| k == b"x"), 1);
         let second = table.find_or_insert(b"y", 0, 5).unwrap();
-        assert_ne!(second.generation_byte(), first.generation_byte());
+        assert_ne!(second.generation(), first.generation());
         assert!(!first.is_current(), "the old entry sees its slot recycled");
-        assert_eq!(second.payload()[1].load(Ordering::Relaxed), (second.generation_byte() as u64) << 56);
+        assert_eq!(second.payload()[1].load(Ordering::Relaxed), init(1, second.generation()));
     }
 
     #[test]
     fn keys_longer_than_a_slot_are_refused() {
         let fixture = Fixture::new(2, 1, 2);
         let table = fixture.table();
-        assert!(table.find_or_insert(&[1u8; 16], 0, 1).is_ok());
-        assert_eq!(table.find(&[1u8; 17]).err(), Some(TableError::KeyTooLong { length: 17, max: 16 }));
+        assert!(table.find_or_insert(&[1u8; 12], 0, 1).is_ok());
+        assert_eq!(table.find(&[1u8; 13]).err(), Some(TableError::KeyTooLong { length: 13, max: 12 }));
         assert_eq!(
             table.find_or_insert(&vec![0u8; 100_000], 0, 1).err(),
-            Some(TableError::KeyTooLong { length: 100_000, max: 16 })
+            Some(TableError::KeyTooLong { length: 100_000, max: 12 })
         );
     }
 
@@ -864,10 +1137,219 @@ mod tests {
         let total: u64 = (0..48)
             .map(|i| {
                 table.find(format!("key-{i}").as_bytes()).unwrap().unwrap().payload()[0].load(Ordering::Relaxed)
-                    & ((1 << 56) - 1)
+                    & ((1 << 48) - 1)
             })
             .sum();
         assert_eq!(total, 8_000);
         assert_eq!(table.usage(0).live, 48, "one slot per key");
+    }
+
+    fn holders(table: &Table<'_>, key: &[u8]) -> usize {
+        table.holders(key)
+    }
+
+    /// A claimer of `key`, at `now`, reserving slot `index` and stopping there.
+    fn reserve_by_hand<'a>(table: &Table<'a>, key: &[u8], index: usize, now: u64) -> Claim<'a> {
+        let home = table.key(key).unwrap().home(table.slots);
+        let slot = table.slot(index);
+        let seen = Tag(slot.tag().load(Ordering::SeqCst));
+        table.reserve(slot, index, home, (index + table.slots - home) % table.slots, seen, now).unwrap()
+    }
+
+    /// Defect 1 of issue 11: a claimer stopped while PENDING, past the PENDING timeout, while
+    /// its key's home became free and another process inserted the key there.
+    #[test]
+    fn a_pending_claimer_resuming_after_its_timeout_never_gives_a_key_two_slots() {
+        let fixture = Fixture::new(4, 1, 1);
+        let table = fixture.table_checking_claimers(false);
+        let home = table.key(b"k").unwrap().home(4);
+        let a = (home + 1) % 4;
+        // home holds another key, so A, at 100, claims the next slot
+        table.slot(home).tag().store(Tag::new(State::Live, 1, 1000).0, Ordering::SeqCst);
+        let key = table.key(b"k").unwrap();
+        let claim = reserve_by_hand(&table, b"k", a, 100);
+        table.record(&claim);
+        assert!(table.write(&claim, &key) && table.publish(&claim));
+        // A is descheduled for 3 s; home becomes free; C, at 103, inserts the key.
+        table.slot(home).tag().store(Tag::new(State::Free, 1, 0).0, Ordering::SeqCst);
+        table.find_or_insert(b"k", 103, 200).unwrap();
+        // A resumes: finds no rival (or does), and tries to go LIVE.
+        let _ = table.settle(&claim, &key, 100, 200);
+        assert_eq!(holders(&table, b"k"), 1, "one key, one slot");
+        // Likewise when A's own check ran before C's and C's clock is the one ahead.
+        let fixture = Fixture::new(4, 1, 1);
+        let table = fixture.table_checking_claimers(false);
+        table.slot(home).tag().store(Tag::new(State::Live, 1, 1000).0, Ordering::SeqCst);
+        let claim = reserve_by_hand(&table, b"k", a, 100);
+        table.record(&claim);
+        assert!(table.write(&claim, &key) && table.publish(&claim));
+        fence(Ordering::SeqCst);
+        assert!(!table.rival(&key, home, a, 100), "A sees no rival and is about to go LIVE");
+        table.slot(home).tag().store(Tag::new(State::Free, 1, 0).0, Ordering::SeqCst);
+        table.find_or_insert(b"k", 103, 200).unwrap();
+        let published = table.slot(a).tag().compare_exchange(
+            claim.pending().0,
+            Tag::new(State::Live, claim.generation(), 200).0,
+            Ordering::SeqCst,
+            Ordering::SeqCst,
+        );
+        assert!(published.is_err(), "C freed A's claim as timed out, so A cannot go LIVE");
+        assert_eq!(holders(&table, b"k"), 1);
+    }
+
+    /// Defect 2 of issue 11: a claimer stopped right after its RESERVED claim, taken over after
+    /// the timeout, resumes.
+    #[test]
+    fn a_reserved_claimer_resuming_after_a_takeover_leaves_the_new_key_intact() {
+        let fixture = Fixture::new(1, 1, 1);
+        let table = fixture.table_checking_claimers(false);
+        let claim = reserve_by_hand(&table, b"a", 0, 100);
+        let c = table.find_or_insert(b"c", 100 + RESERVED_TIMEOUT + 1, 2000).unwrap();
+        c.payload()[0].fetch_add(5, Ordering::SeqCst);
+        assert!(table.complete(&claim, &table.key(b"a").unwrap(), 100, 200).is_none(), "A's claim fails");
+        let found = table.find(b"c").unwrap().expect("c keeps its slot");
+        assert_eq!(found.payload()[0].load(Ordering::SeqCst), init(0, c.generation()) + 5);
+        assert!(table.find(b"a").unwrap().is_none());
+        // A stopped between its check of the tag and one of its compare-and-swaps: it read the
+        // word, then C took over and wrote it. A's compare-and-swap fails.
+        let fixture = Fixture::new(1, 1, 1);
+        let table = fixture.table_checking_claimers(false);
+        let claim = reserve_by_hand(&table, b"a", 0, 100);
+        let key_word = &table.slot(0).key_words()[0];
+        let read_by_a = key_word.load(Ordering::SeqCst);
+        table.find_or_insert(b"c", 100 + RESERVED_TIMEOUT + 1, 2000).unwrap();
+        let a_word = table.key(b"a").unwrap().words(claim.generation()).next().unwrap();
+        assert!(key_word.compare_exchange(read_by_a, a_word, Ordering::SeqCst, Ordering::SeqCst).is_err());
+        // the same with the key A and C share
+        let fixture = Fixture::new(1, 1, 1);
+        let table = fixture.table_checking_claimers(false);
+        let claim = reserve_by_hand(&table, b"same", 0, 100);
+        let read_by_a = key_word_of(&table).load(Ordering::SeqCst);
+        table.find_or_insert(b"same", 100 + RESERVED_TIMEOUT + 1, 2000).unwrap();
+        let a_word = table.key(b"same").unwrap().words(claim.generation()).next().unwrap();
+        assert!(key_word_of(&table).compare_exchange(read_by_a, a_word, Ordering::SeqCst, Ordering::SeqCst).is_err());
+        assert!(table.find(b"same").unwrap().is_some());
+    }
+
+    fn key_word_of<'a>(table: &Table<'a>) -> &'a AtomicU64 {
+        &table.slot(0).key_words()[0]
+    }
+
+    /// Defect 3 of issue 11: reset while another process extends the key's lifetime.
+    #[test]
+    fn reset_removes_a_key_whose_lifetime_is_extended_meanwhile() {
+        let fixture = Fixture::new(8, 1, 1);
+        let mut survived = 0;
+        for round in 0..200u64 {
+            let table = fixture.table();
+            table.remove_matching(|_| true);
+            table.find_or_insert(b"k", 0, 1).unwrap();
+            let stop = std::sync::atomic::AtomicBool::new(false);
+            std::thread::scope(|scope| {
+                scope.spawn(|| {
+                    // find_and_keep never creates the key: once reset, it stays absent.
+                    let table = fixture.table();
+                    let mut until = 2 + round * 1_000_000;
+                    while !stop.load(Ordering::Relaxed) {
+                        until += 1;
+                        let _ = table.find_and_keep(b"k", until, until + 1);
+                    }
+                });
+                for _ in 0..20_000 {
+                    std::hint::spin_loop();
+                }
+                table.remove_matching(|k| k == b"k");
+                stop.store(true, Ordering::Relaxed);
+            });
+            survived += table.find(b"k").unwrap().is_some() as usize;
+        }
+        assert_eq!(survived, 0, "rounds of 200 in which the key survived its reset");
+    }
+
+    /// Defect 3 of issue 11, by hand: the key is read, then its lifetime extended, then reset
+    /// tries to free it.
+    #[test]
+    fn reset_and_listing_compare_the_key_not_the_stamp() {
+        let fixture = Fixture::new(2, 1, 1);
+        let table = fixture.table();
+        let entry = table.find_or_insert(b"k", 100, 110).unwrap();
+        let slot = entry.slot;
+        let seen = Tag(slot.tag().load(Ordering::SeqCst));
+        table.keep(entry, 105, 500).unwrap();
+        assert_eq!(slot.read_key(seen).as_deref(), Some(&b"k"[..]), "an extension is no recycle");
+        let mut tag = seen;
+        let free = Tag::new(State::Free, tag.generation(), 0);
+        assert!(slot.tag().compare_exchange(tag.0, free.0, Ordering::SeqCst, Ordering::SeqCst).is_err());
+        tag = Tag(slot.tag().load(Ordering::SeqCst));
+        assert_eq!(tag.generation(), seen.generation());
+        assert_eq!(table.remove_matching(|k| k == b"k"), 1);
+        assert!(table.find(b"k").unwrap().is_none());
+    }
+
+    /// Defect 6 of issue 11: one free slot, two processes creating the same key.
+    #[test]
+    fn a_second_creator_of_a_key_being_claimed_is_not_told_full() {
+        let fixture = Fixture::new(2, 1, 1);
+        let table = fixture.table();
+        let home = table.key(b"k").unwrap().home(2);
+        table.slot(1 - home).tag().store(Tag::new(State::Live, 1, 1000).0, Ordering::SeqCst);
+        let key = table.key(b"k").unwrap();
+        let claim = reserve_by_hand(&table, b"k", home, 100);
+        table.record(&claim);
+        assert!(table.write(&claim, &key) && table.publish(&claim));
+        assert_eq!(table.find_or_insert(b"k", 100, 200).err(), Some(TableError::Contended), "not Full");
+        assert!(table.settle(&claim, &key, 100, 200).is_some());
+        assert!(table.find_or_insert(b"k", 100, 200).is_ok());
+    }
+
+    /// Defect 6 of issue 11, racing: the loser of the race for the last slot finds the key.
+    #[test]
+    fn racing_creators_of_one_key_in_the_last_free_slot_are_never_told_full() {
+        let fixture = Fixture::new(2, 1, 1);
+        let mut full = 0;
+        for round in 0..2_000u64 {
+            let table = fixture.table();
+            table.remove_matching(|_| true);
+            table.find_or_insert(b"other", round, round + 1_000_000).unwrap();
+            let start = std::sync::Barrier::new(2);
+            std::thread::scope(|scope| {
+                let racers: Vec<_> = (0..2)
+                    .map(|_| {
+                        scope.spawn(|| {
+                            let table = fixture.table();
+                            start.wait();
+                            table.find_or_insert(b"k", round, round + 10).err()
+                        })
+                    })
+                    .collect();
+                full += racers.into_iter().map(|r| r.join().unwrap()).filter(|r| *r == Some(TableError::Full { slots: 2 })).count();
+            });
+            table.remove_matching(|_| true);
+        }
+        assert_eq!(full, 0);
+    }
+
+    /// Defect 7 of issue 11: a slot is reusable within 1/16 of its TTL after its data expired.
+    #[test]
+    fn a_kept_slot_is_reusable_within_a_sixteenth_of_its_ttl() {
+        let fixture = Fixture::new(1, 1, 1);
+        let table = fixture.table();
+        table.find_or_insert(b"k", 100, 200).unwrap();
+        let kept = table.find_or_insert(b"k", 150, 250).unwrap();
+        assert_eq!(kept.tag.stamp(), 250 + 100 / 16);
+        // a busy key does not extend on every write
+        let again = table.find_or_insert(b"k", 151, 251).unwrap();
+        assert_eq!(again.tag.stamp(), kept.tag.stamp(), "no compare-and-swap");
+        assert_eq!(table.find_or_insert(b"other", 256, 400).err(), Some(TableError::Full { slots: 1 }));
+        table.find_or_insert(b"other", 250 + 100 / 16 + 1, 400).expect("reusable 1/16 of the TTL after its data expired");
+    }
+
+    /// Claims stamped far in the future (a clock years ahead) are timed out too.
+    #[test]
+    fn claims_stamped_far_in_the_future_time_out() {
+        let fixture = Fixture::new(1, 1, 1);
+        let table = fixture.table_checking_claimers(false);
+        table.slot(0).tag().store(Tag::new(State::Reserved, 1, 100 + 10 * RESERVED_TIMEOUT).0, Ordering::SeqCst);
+        table.find_or_insert(b"k", 100, 200).expect("a claim from a clock that far ahead is stale");
     }
 }

@@ -5,8 +5,17 @@
 //! an event at time `t` is counted in bucket `t / bucket_duration`, and a load at time `now`
 //! sums the `window_buckets` buckets ending with the current one.
 
-/// Most buckets a time window can be split into, and the length of every counter's ring.
+/// Most buckets a time window can be split into.
+#[cfg(not(loom))]
 pub const MAX_BUCKETS: u64 = 120;
+/// Small under the model checker, so that a counter slot has few words.
+#[cfg(loom)]
+pub const MAX_BUCKETS: u64 = 2;
+
+/// Buckets in every counter's ring: two more than the longest window, so that writers up to
+/// two buckets ahead of a reader (their clock a little ahead, or they read it a moment later)
+/// never overwrite the oldest bucket the reader sums.
+pub const RING_LEN: u64 = MAX_BUCKETS + 2;
 
 /// Buckets a time window is split into when no bucket duration is given.
 pub const DEFAULT_BUCKETS: u64 = 60;
@@ -116,42 +125,54 @@ impl Window {
     }
 }
 
-/// The ring position of a bucket: each counter keeps its last [`MAX_BUCKETS`] buckets.
+/// The ring position of a bucket: each counter keeps its last [`RING_LEN`] buckets.
 pub fn ring_index(bucket: u64) -> usize {
-    (bucket % MAX_BUCKETS) as usize
+    (bucket % RING_LEN) as usize
 }
 
 /// One bucket of a counter's ring, as one 64-bit word, so that an increment is one
-/// compare-and-swap: `[generation: 8][lap: 24][count: 32]`.
+/// compare-and-swap: `[generation: 16][lap: 20][count: 28]`.
 ///
-/// * `generation` is the low byte of the generation of the slot the word belongs to: a writer
-///   that looked the slot up before it was recycled for another key holds a word of the old
-///   generation, and its compare-and-swap fails.
-/// * `lap` is `bucket / MAX_BUCKETS` (mod 2^24): with the ring position it identifies the bucket,
+/// * `generation` is the low 16 bits of the generation of the claim the word belongs to: a
+///   writer that looked the slot up before it was recycled for another key holds a word of the
+///   old generation, and its compare-and-swap fails.
+/// * `lap` is `bucket / RING_LEN` (mod 2^20): with the ring position it identifies the bucket,
 ///   so a word left from an older lap of the ring is not counted. It repeats only after
-///   2^24 × 120 buckets, over 60 years of one-second buckets.
-/// * `count` saturates at `u32::MAX` instead of wrapping.
+///   2^20 × 122 buckets, four years of one-second buckets.
+/// * A claim sets the word to [`BucketWord::empty`]: no events, under a lap made of the rest of
+///   the claim's generation, so that an empty word is unique to its claim and a writer stalled
+///   since it read an empty word of an earlier claim fails its compare-and-swap.
+/// * `count` saturates at 2^28 - 1 (268 million events in one bucket) instead of wrapping.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BucketWord(pub u64);
 
-const LAP_BITS: u32 = 24;
+const LAP_BITS: u32 = 20;
 const LAP_MASK: u64 = (1 << LAP_BITS) - 1;
-const COUNT_MASK: u64 = u32::MAX as u64;
+const COUNT_BITS: u32 = 28;
+const COUNT_MASK: u64 = (1 << COUNT_BITS) - 1;
 
 fn lap_of(bucket: u64) -> u64 {
-    (bucket / MAX_BUCKETS) & LAP_MASK
+    (bucket / RING_LEN) & LAP_MASK
+}
+
+/// The low byte of a claim's generation, which the Count and timed words carry in their top byte.
+pub fn generation_byte(generation: u32) -> u8 {
+    generation as u8
 }
 
 impl BucketWord {
-    /// The word a freshly claimed slot of generation `generation` starts with: no events
-    /// (the table sets every payload word so when it claims a slot).
-    #[cfg(test)]
-    pub fn empty(generation: u8) -> Self {
-        Self((generation as u64) << 56)
+    /// The word the claim of `generation` starts with: no events.
+    pub fn empty(generation: u32) -> Self {
+        Self((Self::generation_of(generation) as u64) << 48 | (generation as u64 >> 16 & LAP_MASK) << COUNT_BITS)
     }
 
-    pub fn generation(self) -> u8 {
-        (self.0 >> 56) as u8
+    /// What a bucket word of the claim of `generation` carries of it.
+    pub fn generation_of(generation: u32) -> u16 {
+        generation as u16
+    }
+
+    pub fn generation(self) -> u16 {
+        (self.0 >> 48) as u16
     }
 
     pub fn count(self) -> u64 {
@@ -160,7 +181,7 @@ impl BucketWord {
 
     /// Whether this word holds events of `bucket` (the ring position is the caller's).
     pub fn holds(self, bucket: u64) -> bool {
-        (self.0 >> 32) & LAP_MASK == lap_of(bucket)
+        (self.0 >> COUNT_BITS) & LAP_MASK == lap_of(bucket)
     }
 
     /// The count this word adds to a load of `bucket`.
@@ -175,20 +196,31 @@ impl BucketWord {
     /// The word after one more event in `bucket`: one more if the word already holds that
     /// bucket, else a fresh count of one replacing the old lap's.
     pub fn incremented(self, bucket: u64) -> Self {
-        let generation = (self.generation() as u64) << 56;
+        let generation = (self.generation() as u64) << 48;
         let count = if self.holds(bucket) { (self.count() + 1).min(COUNT_MASK) } else { 1 };
-        Self(generation | lap_of(bucket) << 32 | count)
+        Self(generation | lap_of(bucket) << COUNT_BITS | count)
     }
 }
 
 /// A Count-strategy counter with its expiry, as one word, so that every change is one
 /// compare-and-swap that sees whether the counter is still there:
-/// `[generation: 8][count: 24][expires_at: 32]`. An expired counter counts from zero again.
+/// `[generation: 8][count: 24][expiry: 32]`. An expired counter counts from zero again.
+///
+/// The expiry is kept modulo 2^32 seconds and compared as a serial number (RFC 1982): the
+/// counter is alive while `now` is at most 2^31 s (68 years) before its expiry, so it stays right
+/// past 2106; only a counter left unwritten for 68 years in a slot kept alive by other data
+/// could read as alive again. A claim sets the word to [`CountWord::empty`]: count 0 under an
+/// expiry field made of the claim's generation, unique to the claim.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CountWord(pub u64);
 
 impl CountWord {
     pub const MAX: u64 = (1 << 24) - 1;
+
+    /// The word the claim of `generation` starts with: no count.
+    pub fn empty(generation: u32) -> Self {
+        Self((generation_byte(generation) as u64) << 56 | generation as u64)
+    }
 
     pub fn generation(self) -> u8 {
         (self.0 >> 56) as u8
@@ -196,9 +228,10 @@ impl CountWord {
 
     /// The count at `now`: 0 once expired.
     pub fn count_at(self, now: u64) -> u64 {
-        let expires_at = self.0 & u32::MAX as u64;
-        if timed::alive(expires_at, now) {
-            (self.0 >> 32) & Self::MAX
+        let count = (self.0 >> 32) & Self::MAX;
+        let until_expiry = (self.0 as u32).wrapping_sub(now as u32);
+        if count > 0 && (until_expiry as i32) >= 0 {
+            count
         } else {
             0
         }
@@ -207,12 +240,15 @@ impl CountWord {
     /// The same counter holding `count` (saturated), kept until `expires_at`.
     pub fn with_count(self, count: u64, expires_at: u64) -> Self {
         let generation = (self.generation() as u64) << 56;
-        Self(generation | count.min(Self::MAX) << 32 | expires_at.min(u32::MAX as u64))
+        Self(generation | count.min(Self::MAX) << 32 | expires_at as u32 as u64)
     }
 }
 
 /// A value with an expiry, as two words of a slot: `[generation: 8][value: 56, signed]` and
-/// `[generation: 8][expires_at: 56]` (seconds since the epoch; 0 = absent).
+/// `[generation: 8][expires_at: 56]` (seconds since the epoch, at most 2^55 - 1; 0, or a word
+/// with bit 55 set, = absent). A claim sets them to [`timed::empty_value`] and
+/// [`timed::empty_expiry`]: absent, with the claim's generation in the spare bits, so that they
+/// are unique to the claim.
 ///
 /// The two words are written expiry first and read value first, each with its own
 /// compare-and-swap: a reader can see a new expiry with the previous value, never a new value
@@ -237,12 +273,27 @@ pub mod timed {
         ((word << 8) as i64) >> 8
     }
 
+    /// Bit of an expiry word that marks it absent.
+    const ABSENT: u64 = 1 << 55;
+
+    pub fn empty_value(generation: u32) -> u64 {
+        (super::generation_byte(generation) as u64) << 56 | generation as u64
+    }
+
+    pub fn empty_expiry(generation: u32) -> u64 {
+        (super::generation_byte(generation) as u64) << 56 | ABSENT | generation as u64
+    }
+
     pub fn encode_expiry(generation: u8, expires_at: u64) -> u64 {
-        (generation as u64) << 56 | expires_at.min(PAYLOAD_MASK)
+        (generation as u64) << 56 | expires_at.min(ABSENT - 1)
     }
 
     pub fn decode_expiry(word: u64) -> u64 {
-        word & PAYLOAD_MASK
+        if word & ABSENT != 0 {
+            0
+        } else {
+            word & PAYLOAD_MASK
+        }
     }
 
     /// Whether a value that expires at `expires_at` is still there at `now` (the APCu rule:
@@ -314,6 +365,7 @@ mod tests {
     #[test]
     fn buckets_of_one_window_never_share_a_ring_position() {
         let w = window(120, Some(1));
+        assert!(RING_LEN > MAX_BUCKETS, "the ring is longer than the longest window");
         let mut seen = std::collections::HashSet::new();
         assert!(w.buckets_at(1_234_567).all(|b| seen.insert(ring_index(b))));
     }
@@ -322,30 +374,35 @@ mod tests {
     fn bucket_words_count_per_bucket_and_restart_on_a_new_lap() {
         let empty = BucketWord::empty(7);
         assert_eq!(empty.generation(), 7);
-        assert_eq!(empty.count_in(0), 0, "an empty word holds lap 0 with no events");
+        assert!((0..1000).all(|bucket| empty.count_in(bucket) == 0), "an empty word holds no events");
+        assert_ne!(BucketWord::empty(7), BucketWord::empty(7 + 256), "empty words are unique to their claim");
         let one = empty.incremented(500);
         let two = one.incremented(500);
         assert_eq!((two.count_in(500), two.generation()), (2, 7));
-        assert_eq!(two.count_in(500 + MAX_BUCKETS), 0, "same ring position, next lap");
-        let next_lap = two.incremented(500 + MAX_BUCKETS);
-        assert_eq!((next_lap.count_in(500 + MAX_BUCKETS), next_lap.count_in(500)), (1, 0));
+        assert_eq!(two.count_in(500 + RING_LEN), 0, "same ring position, next lap");
+        let next_lap = two.incremented(500 + RING_LEN);
+        assert_eq!((next_lap.count_in(500 + RING_LEN), next_lap.count_in(500)), (1, 0));
     }
 
     #[test]
     fn bucket_words_saturate_instead_of_wrapping() {
-        let full = BucketWord((3u64 << 56) | lap_of(9) << 32 | COUNT_MASK);
-        assert_eq!(full.incremented(9).count_in(9), u32::MAX as u64);
+        let full = BucketWord((3u64 << 48) | lap_of(9) << COUNT_BITS | COUNT_MASK);
+        assert_eq!(full.incremented(9).count_in(9), COUNT_MASK);
         assert_eq!(full.incremented(9).generation(), 3);
     }
 
     #[test]
     fn count_words_expire_saturate_and_keep_their_generation() {
-        let empty = CountWord(9u64 << 56);
-        assert_eq!(empty.count_at(0), 0, "a fresh counter is absent");
+        let empty = CountWord::empty(9);
+        assert_eq!(empty.count_at(1_000), 0, "a fresh counter is absent");
+        assert_ne!(CountWord::empty(9), CountWord::empty(9 + 256), "empty words are unique to their claim");
         let three = empty.with_count(3, 1_000);
         assert_eq!((three.count_at(1_000), three.count_at(1_001), three.generation()), (3, 0, 9));
         assert_eq!(three.with_count(u64::MAX, 1_000).count_at(5), CountWord::MAX);
-        assert_eq!(three.with_count(1, u64::MAX).count_at(u32::MAX as u64), 1);
+        let late = (1 << 32) + 5; // past 2106
+        assert_eq!(three.with_count(1, late + 86_400).count_at(late), 1);
+        assert_eq!(three.with_count(1, late).count_at(late + 1), 0);
+        assert_eq!(three.with_count(1, u32::MAX as u64 + 3).count_at(u32::MAX as u64 - 3), 1, "across 2^32");
     }
 
     #[test]
@@ -355,7 +412,10 @@ mod tests {
             assert_eq!((timed::decode_value(word), timed::generation(word)), (value, 200));
         }
         let expiry = timed::encode_expiry(9, u64::MAX);
-        assert_eq!(timed::decode_expiry(expiry), (1 << 56) - 1);
+        assert_eq!(timed::decode_expiry(expiry), (1 << 55) - 1);
+        assert_eq!(timed::decode_expiry(timed::empty_expiry(9)), 0, "a claim's empty expiry is absent");
+        assert_ne!(timed::empty_expiry(9), timed::empty_expiry(9 + 256));
+        assert_ne!(timed::empty_value(9), timed::empty_value(9 + 256));
         assert!(timed::alive(100, 100));
         assert!(!timed::alive(100, 101));
         assert!(!timed::alive(0, 0), "an expiry of 0 means no value");

@@ -1,0 +1,304 @@
+//! Model checking of the table's and the store's protocols with loom (`tests/model-check.sh`).
+//!
+//! Each scenario runs two or three threads, each a process with its own clock, over a small
+//! store (3 counter slots with a ring of 4 buckets, 1 status slot, 1-word keys), and loom runs
+//! it under every interleaving of their atomic steps up to `LOOM_MAX_PREEMPTIONS` preemptions,
+//! with every value a relaxed load may read. In the "stopped" scenarios one thread stops for
+//! ever before its step `n` (as a SIGKILL or a SIGSTOP that never ends would stop it), for
+//! every `n` until it completes. After each run the checks are:
+//! * the others finished their operations (nothing waits for anything), with the results the
+//!   scenario allows;
+//! * no key is held by two LIVE slots;
+//! * every count reads exactly what was counted into that key, so nothing was lost and
+//!   nothing was counted into another key.
+
+use std::sync::atomic::AtomicUsize;
+use std::sync::Arc;
+
+use crate::store::{init_counter, init_status, Store, COUNTER_PAYLOAD_WORDS, STATUS_PAYLOAD_WORDS};
+use crate::sync::model::run_stopping_after;
+use crate::sync::AtomicU64;
+use crate::table::{Shape, Stats, Table, TableError};
+use crate::window::Window;
+
+/// Interleavings explored by all scenarios, printed by `report`.
+static EXPLORED: AtomicUsize = AtomicUsize::new(0);
+
+const COUNTER_SLOTS: usize = 3;
+
+struct Fixture {
+    counters: Vec<AtomicU64>,
+    statuses: Vec<AtomicU64>,
+    stats: Vec<AtomicU64>,
+}
+
+fn counter_shape() -> Shape {
+    Shape { slots: COUNTER_SLOTS, payload_words: COUNTER_PAYLOAD_WORDS, max_key_length: 6 }
+}
+
+fn status_shape() -> Shape {
+    Shape { slots: 1, payload_words: STATUS_PAYLOAD_WORDS, max_key_length: 6 }
+}
+
+impl Fixture {
+    fn new() -> Arc<Self> {
+        let words = |n: usize| (0..n).map(|_| AtomicU64::new(0)).collect();
+        Arc::new(Self { counters: words(counter_shape().words()), statuses: words(status_shape().words()), stats: words(3) })
+    }
+
+    /// The store as one process sees it.
+    fn store(&self) -> Store<'_> {
+        let stats = Stats::new(&self.stats);
+        Store::from_tables(
+            Table::new(&self.counters, counter_shape(), 7, false, stats, init_counter),
+            Table::new(&self.statuses, status_shape(), 7, false, stats, init_status),
+        )
+    }
+}
+
+/// Two buckets of 2 s: a load at `t` sums the events of `t - 2 - t % 2` to `t`.
+fn window() -> Window {
+    Window::new(4, Some(2)).unwrap()
+}
+
+/// Runs `scenario` under loom, counting the interleavings.
+fn model(name: &str, scenario: impl Fn() + Sync + Send + 'static) {
+    let before = EXPLORED.load(std::sync::atomic::Ordering::Relaxed);
+    loom::model(move || {
+        EXPLORED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        scenario();
+    });
+    let explored = EXPLORED.load(std::sync::atomic::Ordering::Relaxed) - before;
+    println!("model-check: {name}: {explored} interleavings");
+}
+
+/// Preemptions explored around each stop point: `LOOM_STOP_PREEMPTIONS`, 1 unless set (the
+/// stopped thread's steps before its stop already multiply the runs by the steps it has).
+fn stop_preemptions() -> usize {
+    std::env::var("LOOM_STOP_PREEMPTIONS").ok().and_then(|v| v.parse().ok()).unwrap_or(1)
+}
+
+/// Runs `scenario(n)` for every stop point `n` of its stopped thread, until a run in which that
+/// thread completes: `scenario` returns whether it did, in every interleaving.
+fn model_stopping(name: &str, scenario: impl Fn(u32) -> bool + Sync + Send + Copy + 'static) {
+    let before = EXPLORED.load(std::sync::atomic::Ordering::Relaxed);
+    let mut stops = 0;
+    for n in 0.. {
+        let completed = Arc::new(std::sync::atomic::AtomicBool::new(true));
+        let seen = Arc::clone(&completed);
+        let mut builder = loom::model::Builder::new();
+        builder.preemption_bound = Some(stop_preemptions());
+        builder.check(move || {
+            EXPLORED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            if !scenario(n) {
+                seen.store(false, std::sync::atomic::Ordering::Relaxed);
+            }
+        });
+        stops += 1;
+        if completed.load(std::sync::atomic::Ordering::Relaxed) {
+            break;
+        }
+        assert!(n < 2_000, "{name}: the stopped thread never completes");
+    }
+    let explored = EXPLORED.load(std::sync::atomic::Ordering::Relaxed) - before;
+    println!("model-check: {name}: {explored} interleavings over {stops} stop points (preemption bound {})", stop_preemptions());
+}
+
+/// How many slots of the fixture's counter table a load through `store` finds for `key`: the
+/// check that one key never has two LIVE slots, made by looking each slot up alone.
+fn holders(fixture: &Fixture, key: &[u8]) -> usize {
+    let store = fixture.store();
+    store.counter_holders(key)
+}
+
+/// Two processes whose clocks are 3 s apart create the same key at once, each counting one event.
+#[test]
+fn two_creators_of_one_key_never_split_it() {
+    model("two creators, clocks 3 s apart", || {
+        let fixture = Fixture::new();
+        let spawn = |now: u64| {
+            let fixture = Arc::clone(&fixture);
+            loom::thread::spawn(move || fixture.store().increment(b"k", &window(), now).is_ok())
+        };
+        let (a, b) = (spawn(100), spawn(103));
+        let counted = a.join().unwrap() as u64 + b.join().unwrap() as u64;
+        assert!(holders(&fixture, b"k") <= 1, "two LIVE slots for one key");
+        assert_eq!(fixture.store().load(b"k", &window(), 103).unwrap(), counted);
+    });
+}
+
+/// A process creating a key stops for ever at any step; another, whose clock is past every
+/// timeout, counts the same key. It never waits, never fails, and its count is exact: nothing
+/// the stopped one wrote reaches the slot (this found that a claimer's check of its tag must be
+/// a read-modify-write, see `Table::write_word`).
+#[test]
+fn a_creator_stopped_at_any_step_blocks_nobody() {
+    model_stopping("creator stopped at any step, another process 700 s ahead", |n| {
+        let fixture = Fixture::new();
+        let stopped = {
+            let fixture = Arc::clone(&fixture);
+            loom::thread::spawn(move || run_stopping_after(Some(n), || fixture.store().increment(b"k", &window(), 100)))
+        };
+        let other = {
+            let fixture = Arc::clone(&fixture);
+            loom::thread::spawn(move || fixture.store().increment(b"k", &window(), 800))
+        };
+        let a = stopped.join().unwrap();
+        let k = other.join().unwrap();
+        assert_eq!(k, Ok(()), "the other process is never blocked (stopped before step {n})");
+        assert!(holders(&fixture, b"k") <= 1);
+        let store = fixture.store();
+        // A's event, at 100, is out of the window at 800: the key holds B's alone.
+        assert_eq!(store.load(b"k", &window(), 800).unwrap(), 1);
+        a.is_some()
+    });
+}
+
+/// A process counting into a key whose data expires stops at any step while another, later,
+/// recycles the only free slots for new keys. Nothing of the first is ever counted in them.
+#[test]
+fn a_writer_stopped_at_any_step_never_counts_into_a_recycled_slot() {
+    model_stopping("writer stopped at any step while its slot is recycled", |n| {
+        let fixture = Fixture::new();
+        {
+            let store = fixture.store();
+            for key in [b"old", b"o2_", b"o3_"] {
+                store.increment(key, &window(), 100).unwrap();
+            }
+        }
+        let stopped = {
+            let fixture = Arc::clone(&fixture);
+            loom::thread::spawn(move || run_stopping_after(Some(n), || fixture.store().increment(b"old", &window(), 100)))
+        };
+        let other = {
+            let fixture = Arc::clone(&fixture);
+            loom::thread::spawn(move || {
+                let store = fixture.store();
+                // at 200 every slot has expired: "new" takes one of them
+                (store.increment(b"new", &window(), 200), store.load(b"new", &window(), 200))
+            })
+        };
+        let a = stopped.join().unwrap();
+        let (new, loaded) = other.join().unwrap();
+        assert_eq!(new, Ok(()));
+        assert_eq!(loaded, Ok(1));
+        assert_eq!(fixture.store().load(b"new", &window(), 200).unwrap(), 1, "nothing counted into another key");
+        assert!(holders(&fixture, b"new") == 1 && holders(&fixture, b"old") <= 1);
+        a.is_some()
+    });
+}
+
+/// Reset races a process counting into the key, and a third reads it.
+#[test]
+fn reset_racing_writers_and_readers() {
+    model("reset racing a writer and a reader", || {
+        let fixture = Fixture::new();
+        fixture.store().increment(b"k", &window(), 100).unwrap();
+        let writer = {
+            let fixture = Arc::clone(&fixture);
+            loom::thread::spawn(move || fixture.store().increment(b"k", &window(), 101))
+        };
+        let reset = {
+            let fixture = Arc::clone(&fixture);
+            loom::thread::spawn(move || fixture.store().remove_matching(|key| key == b"k"))
+        };
+        let read = fixture.store().load(b"k", &window(), 101).unwrap();
+        let written = writer.join().unwrap();
+        let removed = reset.join().unwrap();
+        assert_eq!(written, Ok(()));
+        assert!(read <= 2);
+        assert!(holders(&fixture, b"k") <= 1);
+        let after = fixture.store().load(b"k", &window(), 101).unwrap();
+        // The write came before the reset: nothing is left. After it: the write made the key
+        // anew, with 1; and if it did so in a slot the reset had not reached yet, that went too.
+        assert!((1..=2).contains(&removed));
+        assert!(after <= 1, "a reset leaves at most the write that followed it, read {after}");
+        if removed == 2 {
+            assert_eq!(after, 0);
+        }
+    });
+}
+
+/// Two processes 1 s apart ask for the half-open trial at once: exactly one gets it, also when
+/// one of them stops at any step.
+#[test]
+fn exactly_one_trial_per_interval() {
+    model_stopping("trial claim, one claimer stopped at any step", |n| {
+        let fixture = Fixture::new();
+        fixture.store().save_last_failure_time(b"f", 100, 60, 100).unwrap();
+        let claim = |fixture: &Arc<Fixture>, now: u64, stop: Option<u32>| {
+            let fixture = Arc::clone(fixture);
+            loom::thread::spawn(move || {
+                run_stopping_after(stop, || fixture.store().claim_trial(b"f", now, 5, 60).unwrap() == Some(100))
+            })
+        };
+        let (a, b) = (claim(&fixture, 110, Some(n)), claim(&fixture, 111, None));
+        let (a, b) = (a.join().unwrap(), b.join().unwrap());
+        let winners = a.unwrap_or(false) as u32 + b.unwrap() as u32;
+        assert!(winners <= 1, "two trials in one interval");
+        if a.is_some() {
+            assert_eq!(winners, 1, "a due trial is given to one of them");
+        }
+        a.is_some()
+    });
+}
+
+/// Count strategy: an increment and a decrement from processes with different clocks, one of
+/// them stopped at any step; the counter never goes below 0 and reads what was applied.
+#[test]
+fn count_changes_are_exact() {
+    model_stopping("Count +1/-1, the incrementer stopped at any step", |n| {
+        let fixture = Fixture::new();
+        fixture.store().change_count(b"c", 100, true, |_| 1).unwrap();
+        let up = {
+            let fixture = Arc::clone(&fixture);
+            loom::thread::spawn(move || run_stopping_after(Some(n), || fixture.store().change_count(b"c", 100, true, |c| c + 1)))
+        };
+        let down = {
+            let fixture = Arc::clone(&fixture);
+            loom::thread::spawn(move || fixture.store().change_count(b"c", 101, false, |c| c.saturating_sub(1)))
+        };
+        let up = up.join().unwrap();
+        assert_eq!(down.join().unwrap(), Ok(()));
+        let count = fixture.store().load_count(b"c", 101).unwrap();
+        match &up {
+            Some(result) => {
+                assert_eq!(*result, Ok(()));
+                assert_eq!(count, 1);
+            }
+            None => assert!(count <= 1, "a stopped increment counts at most once"),
+        }
+        assert!(holders(&fixture, b"c") == 1);
+        up.is_some()
+    });
+}
+
+/// A full table: a new key is refused with Full, an existing one keeps working, whatever the
+/// interleaving.
+#[test]
+fn a_full_table_refuses_new_keys_only() {
+    model("full table, a new key and an existing one", || {
+        let fixture = Fixture::new();
+        {
+            let store = fixture.store();
+            for key in [b"a", b"b", b"c"] {
+                store.increment(key, &window(), 100).unwrap();
+            }
+        }
+        let new = {
+            let fixture = Arc::clone(&fixture);
+            loom::thread::spawn(move || fixture.store().increment(b"d", &window(), 101))
+        };
+        let old = fixture.store().increment(b"a", &window(), 101);
+        assert_eq!(old, Ok(()));
+        let new = new.join().unwrap();
+        assert!(matches!(new, Err(crate::store::StoreError { error: TableError::Full { .. }, .. })), "{new:?}");
+        assert_eq!(fixture.store().load(b"a", &window(), 101).unwrap(), 2);
+    });
+}
+
+/// Prints the total (run last by the script, with `--test-threads 1`).
+#[test]
+fn zz_report() {
+    println!("model-check: total so far in this process: {} interleavings", EXPLORED.load(std::sync::atomic::Ordering::Relaxed));
+}

@@ -1,0 +1,95 @@
+//! The atomics the shared-memory code is written against.
+//!
+//! Normally `std`'s. Under `--cfg loom` (tests/model-check.sh) loom's, wrapped so that the
+//! model checker can stop a thread for ever before any of its atomic steps, as a SIGKILL would:
+//! a thread given a budget of `n` steps unwinds (without running the panic hook) when it is
+//! about to make step `n + 1`, and the test catches the unwind at the top of the thread. Every
+//! atomic access of the table and the store goes through these types, so every such access is
+//! one place where a process may stop.
+
+#[cfg(not(loom))]
+pub use std::sync::atomic::{fence, AtomicU64, Ordering};
+
+#[cfg(loom)]
+pub use self::model::{fence, AtomicU64, Ordering};
+
+#[cfg(loom)]
+pub mod model {
+    pub use std::sync::atomic::Ordering;
+    use std::cell::Cell;
+
+    // loom's thread-locals: loom runs its threads as coroutines of one OS thread.
+    loom::thread_local! {
+        /// Steps this thread may still make; `None`: no limit.
+        static BUDGET: Cell<Option<u32>> = Cell::new(None);
+    }
+
+    /// What a thread stopped by its budget unwinds with.
+    pub struct Stopped;
+
+    /// Runs `body` as a process that stops for ever after `steps` atomic steps (`None`: never).
+    /// Returns `None` when it was stopped.
+    pub fn run_stopping_after<T>(steps: Option<u32>, body: impl FnOnce() -> T) -> Option<T> {
+        BUDGET.with(|budget| budget.set(steps));
+        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(body));
+        BUDGET.with(|budget| budget.set(None));
+        match outcome {
+            Ok(value) => Some(value),
+            Err(payload) if payload.is::<Stopped>() => None,
+            Err(payload) => std::panic::resume_unwind(payload),
+        }
+    }
+
+    fn step() {
+        BUDGET.with(|budget| match budget.get() {
+            Some(0) => std::panic::resume_unwind(Box::new(Stopped)),
+            Some(n) => budget.set(Some(n - 1)),
+            None => {}
+        });
+    }
+
+    pub fn fence(order: Ordering) {
+        step();
+        loom::sync::atomic::fence(order)
+    }
+
+    /// loom's `AtomicU64`, each access one step.
+    #[derive(Debug)]
+    pub struct AtomicU64(loom::sync::atomic::AtomicU64);
+
+    impl AtomicU64 {
+        pub fn new(value: u64) -> Self {
+            Self(loom::sync::atomic::AtomicU64::new(value))
+        }
+        pub fn load(&self, order: Ordering) -> u64 {
+            step();
+            self.0.load(order)
+        }
+        pub fn store(&self, value: u64, order: Ordering) {
+            step();
+            self.0.store(value, order)
+        }
+        pub fn compare_exchange(&self, current: u64, new: u64, success: Ordering, failure: Ordering) -> Result<u64, u64> {
+            step();
+            self.0.compare_exchange(current, new, success, failure)
+        }
+        pub fn compare_exchange_weak(
+            &self,
+            current: u64,
+            new: u64,
+            success: Ordering,
+            failure: Ordering,
+        ) -> Result<u64, u64> {
+            // loom's weak compare-and-swap never fails spuriously; the strong one is the same.
+            self.compare_exchange(current, new, success, failure)
+        }
+        pub fn fetch_add(&self, value: u64, order: Ordering) -> u64 {
+            step();
+            self.0.fetch_add(value, order)
+        }
+        pub fn fetch_max(&self, value: u64, order: Ordering) -> u64 {
+            step();
+            self.0.fetch_max(value, order)
+        }
+    }
+}
