@@ -22,17 +22,15 @@ use ext_php_rs::flags::DataType;
 use ext_php_rs::prelude::*;
 use ext_php_rs::types::{ZendCallable, ZendHashTable, ZendObject, ZendStr, Zval};
 
-use crate::circuit::{self, Figures, Thresholds};
+use crate::circuit::{self, Figures, Thresholds, STATUS_CALMED_DOWN};
 use crate::errors::{exception, php_error, storage_exception};
-use crate::metrics::{self, BucketView, ServiceView};
+use crate::metrics::{self, BucketView, ServiceTotals, ServiceView};
 use crate::process;
 use crate::settings::{INI_MAX_KEY_LENGTH, INI_MAX_SERVICES};
 use crate::store::{StoreError, TableKind};
 use crate::table::TableError;
 use crate::window::{self, timed, CountWord, Window, WindowError};
 
-/// Ganesha's `Ganesha::STATUS_CALMED_DOWN`: what a status reads as when none is stored.
-const STATUS_CALMED_DOWN: i64 = 1;
 
 /// The storage keys of one Ganesha configuration: what `reset()` may delete.
 struct StorageKeys {
@@ -234,8 +232,12 @@ impl AbstractSlidingTimeWindowShm {
     /// configuration's storage keys, and nothing else: what an operator runs once the
     /// service is mended, so that its circuit admits requests at once.
     pub fn reset_service(&self, service: BinarySlice<u8>) -> PhpResult<()> {
-        let keys = self.configuration()?.storage_keys.of_service(&service);
-        process::store()?.remove_matching(|key| keys.iter().any(|own| own[..] == *key));
+        let store = process::store()?;
+        for key in self.configuration()?.storage_keys.of_service(&service) {
+            for kind in [TableKind::Counters, TableKind::Statuses] {
+                store.clear(kind, &key).map_err(storage_error)?;
+            }
+        }
         Ok(())
     }
 
@@ -289,10 +291,23 @@ fn snapshot_row(view: &ServiceView, counts_requests: bool) -> PhpResult<ZBox<Zen
         ("failure_rate", zval(circuit::failure_rate(figures).filter(|_| counts_requests))?),
         ("last_failure_time", zval(figures.last_failure_time)?),
     ];
+    let totals = &view.totals;
     let mut row = ZendHashTable::new();
     for (name, value) in fields {
         row.insert(name, value).map_err(php_error)?;
     }
+    let mut since = ZendHashTable::new();
+    for (name, value) in [
+        ("successes", totals.successes),
+        ("failures", totals.failures),
+        ("rejections", totals.rejections),
+        ("trips", totals.trips),
+        ("calm_downs", totals.calm_downs),
+        ("half_open_trials", totals.trials),
+    ] {
+        since.insert(name, value.min(i64::MAX as u64) as i64).map_err(php_error)?;
+    }
+    row.insert("totals", since).map_err(php_error)?;
     if let Some(buckets) = &view.buckets {
         let mut list = ZendHashTable::new();
         for bucket in buckets {
@@ -348,7 +363,7 @@ impl AbstractSlidingTimeWindowShm {
         let store = process::store()?;
         match &configured.strategy {
             Strategy::Rate(window) => store.increment(service, window, now),
-            Strategy::Count => store.change_count(service, now, true, |count| count + 1),
+            Strategy::Count => store.increment_count(service, now),
         }
         .map_err(storage_error)
     }
@@ -453,7 +468,21 @@ impl AbstractSlidingTimeWindowShm {
                     }
                     _ => None,
                 };
-                Ok(ServiceView { service, figures, state, buckets })
+                let counted = |suffix: &[u8], kind| {
+                    store.totals(kind, &key(&service, suffix)).map(Option::unwrap_or_default).map_err(storage_error)
+                };
+                let failed = counted(failure, TableKind::Counters)?;
+                let status_totals = counted(status, TableKind::Statuses)?;
+                let totals = ServiceTotals {
+                    successes: counted(success, TableKind::Counters)?.events,
+                    failures: failed.events,
+                    rejections: counted(rejection, TableKind::Counters)?.events,
+                    trips: status_totals.events,
+                    calm_downs: status_totals.others,
+                    // Ganesha claims the trial on the failure key (its `lastFailureKey()`).
+                    trials: failed.others,
+                };
+                Ok(ServiceView { service, figures, state, buckets, totals })
             })
             .collect()
     }

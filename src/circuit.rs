@@ -5,6 +5,8 @@
 //! `Strategy\Count::isAvailable()`: a request is admitted when the circuit is closed, or when
 //! `intervalToHalfOpen` seconds have passed since the last failure (the half-open trial).
 
+/// Ganesha's `Ganesha::STATUS_CALMED_DOWN`: what a status reads as when none is stored.
+pub const STATUS_CALMED_DOWN: i64 = 1;
 /// Ganesha's `Ganesha::STATUS_TRIPPED`.
 pub const STATUS_TRIPPED: i64 = 2;
 

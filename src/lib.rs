@@ -22,7 +22,6 @@
 // the shared-memory ones work on loom's atomics, which a real mapping cannot hold.
 #[cfg(not(loom))]
 mod adapter;
-#[cfg(not(loom))]
 mod circuit;
 #[cfg(not(loom))]
 mod errors;

@@ -12,6 +12,21 @@ pub struct ServiceView {
     pub state: State,
     /// The window's buckets, oldest first, when asked for (not in the exposition).
     pub buckets: Option<Vec<BucketView>>,
+    pub totals: ServiceTotals,
+}
+
+/// What a service's slots have counted since they were claimed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ServiceTotals {
+    pub successes: u64,
+    pub failures: u64,
+    pub rejections: u64,
+    /// Saves of the tripped status over another.
+    pub trips: u64,
+    /// Saves of the calmed-down status over the tripped one.
+    pub calm_downs: u64,
+    /// Half-open trials admitted.
+    pub trials: u64,
 }
 
 /// One bucket of a service's window.
@@ -79,6 +94,32 @@ pub fn exposition(services: &[ServiceView], store: &[(String, u64, &str)]) -> St
             ("rejection", view.figures.rejections),
         ] {
             let _ = writeln!(out, "ganesha_shm_requests{{service=\"{service}\",outcome=\"{outcome}\"}} {count}");
+        }
+    }
+    family(
+        &mut out,
+        "ganesha_shm_requests_total",
+        "counter",
+        "Requests of a service since its counters were created, by outcome (Count strategy: failures).",
+    );
+    for view in services {
+        let service = label(&view.service);
+        for (outcome, count) in [
+            ("failure", view.totals.failures),
+            ("success", view.totals.successes),
+            ("rejection", view.totals.rejections),
+        ] {
+            let _ = writeln!(out, "ganesha_shm_requests_total{{service=\"{service}\",outcome=\"{outcome}\"}} {count}");
+        }
+    }
+    for (name, help, total) in [
+        ("ganesha_shm_trips_total", "Times the circuit of a service opened (a tripped status saved over another).", (|t: &ServiceTotals| t.trips) as fn(&ServiceTotals) -> u64),
+        ("ganesha_shm_calm_downs_total", "Times the circuit of a service closed again (a calmed-down status saved over the tripped one).", |t| t.calm_downs),
+        ("ganesha_shm_half_open_trials_total", "Half-open trials admitted for a service.", |t| t.trials),
+    ] {
+        family(&mut out, name, "counter", help);
+        for view in services {
+            let _ = writeln!(out, "{name}{{service=\"{}\"}} {}", label(&view.service), total(&view.totals));
         }
     }
     per_service(
@@ -168,9 +209,17 @@ mod tests {
             },
             state: State::Open,
             buckets: None,
+            totals: ServiceTotals { successes: 11, failures: 12, rejections: 13, trips: 2, calm_downs: 1, trials: 4 },
         };
         let text =
             exposition(&[view], &[("claims_total".into(), 4, "Claims."), ("segment_bytes".into(), 128, "Size.")]);
+        let name = r#"service="pay\"ments\\\\\n\\xFF""#;
+        assert!(text.contains("# TYPE ganesha_shm_requests_total counter\n"), "{text}");
+        assert!(text.contains(&format!("ganesha_shm_requests_total{{{name},outcome=\"success\"}} 11\n")), "{text}");
+        assert!(text.contains(&format!("ganesha_shm_requests_total{{{name},outcome=\"rejection\"}} 13\n")));
+        assert!(text.contains(&format!("# TYPE ganesha_shm_trips_total counter\nganesha_shm_trips_total{{{name}}} 2\n")));
+        assert!(text.contains(&format!("ganesha_shm_calm_downs_total{{{name}}} 1\n")));
+        assert!(text.contains(&format!("ganesha_shm_half_open_trials_total{{{name}}} 4\n")));
         // the name's backslash is \\ in its display name, each escaped again in the label
         let service = r#"service="pay\"ments\\\\\n\\xFF""#;
         assert!(text.contains(&format!("ganesha_shm_requests{{{service},outcome=\"failure\"}} 3\n")), "{text}");
@@ -213,8 +262,10 @@ mod tests {
             figures: Figures { status: 1, ..Figures::default() },
             state: State::Closed,
             buckets: None,
+            totals: ServiceTotals::default(),
         };
         let text = exposition(&[view(b"\xff"), view(b"\xfe"), view(b"\\xFF")], &[]);
+        assert_eq!(text.matches("ganesha_shm_trips_total{").count(), 3, "{text}");
         let series: Vec<&str> = text.lines().filter(|line| line.starts_with("ganesha_shm_circuit_open{")).collect();
         assert_eq!(
             series,
@@ -233,6 +284,7 @@ mod tests {
             figures: Figures { status: 1, ..Figures::default() },
             state: State::Closed,
             buckets: None,
+            totals: ServiceTotals::default(),
         };
         let text = exposition(&[view], &[]);
         assert!(!text.contains("ganesha_shm_failure_rate_percent{"));

@@ -10,6 +10,7 @@
 //!
 //! Every operation takes the time as an argument, so that it can be tested without a clock.
 
+use crate::circuit::{STATUS_CALMED_DOWN, STATUS_TRIPPED};
 use crate::sync::{AtomicU64, Ordering};
 
 #[cfg(not(loom))]
@@ -18,7 +19,7 @@ use crate::segment::{Regions, Segment, Settings};
 use crate::table::{Shape, Stats};
 use crate::table::{Entry, Table, TableError, Usage};
 use crate::window::{
-    generation_byte, ring_index, timed, BucketWord, CountWord, Window, COUNT_TTL, RING_LEN, STATUS_TTL,
+    generation_byte, ring_index, timed, total, BucketWord, CountWord, Window, COUNT_TTL, RING_LEN, STATUS_TTL,
 };
 
 /// Payload word of a counter slot holding the last failure time, and its expiry.
@@ -26,18 +27,36 @@ const LAST_FAILURE_VALUE: usize = 0;
 const LAST_FAILURE_EXPIRY: usize = 1;
 /// Payload word of a counter slot holding the Count strategy's counter.
 const COUNT: usize = 2;
+/// Payload words of a counter slot holding totals since the slot was claimed: the key's
+/// increments, and the half-open trials claimed on it.
+const INCREMENTS: usize = 3;
+const TRIALS: usize = 4;
 /// First payload word of a counter slot's ring.
-const RING: usize = 3;
+const RING: usize = 5;
 /// Payload words of a status slot.
 const STATUS_VALUE: usize = 0;
 const STATUS_EXPIRY: usize = 1;
+/// Payload words of a status slot holding totals since the slot was claimed: the saves that
+/// tripped the circuit, and those that calmed it down.
+const TRIPS: usize = 2;
+const CALM_DOWNS: usize = 3;
 
 /// Payload words of a counter slot: the last failure time (value, expiry), the Count
-/// strategy's counter, then the ring of buckets.
+/// strategy's counter, two totals, then the ring of buckets.
 pub const COUNTER_PAYLOAD_WORDS: usize = RING + RING_LEN as usize;
 
-/// Payload words of a status slot: the status (value, expiry).
-pub const STATUS_PAYLOAD_WORDS: usize = 2;
+/// Payload words of a status slot: the status (value, expiry), two totals.
+pub const STATUS_PAYLOAD_WORDS: usize = 4;
+
+/// Totals of a key since its slot was claimed: they survive every process, and go with the
+/// slot when its data has all expired and the slot is given to another key.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Totals {
+    /// Counter keys: increments. Status keys: saves that tripped the circuit.
+    pub events: u64,
+    /// Counter keys: half-open trials claimed. Status keys: saves that calmed it down.
+    pub others: u64,
+}
 
 /// Counter keys per Ganesha service: success, failure and rejection.
 pub const COUNTERS_PER_SERVICE: u64 = 3;
@@ -58,6 +77,7 @@ pub fn init_counter(index: usize, generation: u32) -> u64 {
         LAST_FAILURE_VALUE => timed::empty_value(generation),
         LAST_FAILURE_EXPIRY => timed::empty_expiry(generation),
         COUNT => CountWord::empty(generation).0,
+        INCREMENTS | TRIALS => total::empty(generation),
         _ => BucketWord::empty(generation).0,
     }
 }
@@ -66,7 +86,8 @@ pub fn init_counter(index: usize, generation: u32) -> u64 {
 pub fn init_status(index: usize, generation: u32) -> u64 {
     match index {
         STATUS_VALUE => timed::empty_value(generation),
-        _ => timed::empty_expiry(generation),
+        STATUS_EXPIRY => timed::empty_expiry(generation),
+        _ => total::empty(generation),
     }
 }
 
@@ -201,10 +222,15 @@ impl<'a> Store<'a> {
         let bucket = window.bucket_at(now);
         self.write(TableKind::Counters, key, now, window.ttl(), true, |entry| {
             let generation = BucketWord::generation_of(entry.generation());
-            update_word(&entry.payload()[RING + ring_index(bucket)], entry, |word| {
+            let counted = update_word(&entry.payload()[RING + ring_index(bucket)], entry, |word| {
                 let word = BucketWord(word);
                 (word.generation() == generation).then(|| word.incremented(bucket).0)
-            })
+            });
+            if counted {
+                // Counted in the window, so in the total too (unless the slot went meanwhile).
+                add_one(&entry.payload()[INCREMENTS], entry);
+            }
+            counted
         })
     }
 
@@ -265,14 +291,74 @@ impl<'a> Store<'a> {
         create: bool,
         change: impl Fn(u64) -> u64,
     ) -> Result<(), StoreError> {
+        self.change_count_counting(key, now, create, change, false)
+    }
+
+    /// An increment of the Count strategy's counter of `key`, counted in its total too.
+    pub fn increment_count(&self, key: &[u8], now: u64) -> Result<(), StoreError> {
+        self.change_count_counting(key, now, true, |count| count + 1, true)
+    }
+
+    fn change_count_counting(
+        &self,
+        key: &[u8],
+        now: u64,
+        create: bool,
+        change: impl Fn(u64) -> u64,
+        counts: bool,
+    ) -> Result<(), StoreError> {
         let expires_at = now.saturating_add(COUNT_TTL);
         self.write(TableKind::Counters, key, now, COUNT_TTL, create, |entry| {
-            update_word(&entry.payload()[COUNT], entry, |word| {
+            let changed = update_word(&entry.payload()[COUNT], entry, |word| {
                 let word = CountWord(word);
                 (word.generation() == generation_byte(entry.generation()))
                     .then(|| word.with_count(change(word.count_at(now)), expires_at).0)
-            })
+            });
+            if changed && counts {
+                add_one(&entry.payload()[INCREMENTS], entry);
+            }
+            changed
         })
+    }
+
+    /// The totals of counter `key` (increments, trials) or of status `key` (trips,
+    /// calm-downs): `None` when the key has no slot.
+    pub fn totals(&self, kind: TableKind, key: &[u8]) -> Result<Option<Totals>, StoreError> {
+        let Some(entry) = self.find(kind, key)? else {
+            return Ok(None);
+        };
+        let [events_at, others_at] = match kind {
+            TableKind::Counters => [INCREMENTS, TRIALS],
+            TableKind::Statuses => [TRIPS, CALM_DOWNS],
+        };
+        let payload = entry.payload();
+        // Relaxed: each total stands alone.
+        let (events, others) = (payload[events_at].load(Ordering::Relaxed), payload[others_at].load(Ordering::Relaxed));
+        if !total::belongs(events, entry.generation()) || !total::belongs(others, entry.generation()) {
+            return Ok(None); // recycled under the reader
+        }
+        Ok(Some(Totals { events: total::count(events), others: total::count(others) }))
+    }
+
+    /// Clears what `key` holds (its counts, last failure time, status) but its totals: the
+    /// key then reads as if never written, and its totals go on.
+    pub fn clear(&self, kind: TableKind, key: &[u8]) -> Result<(), StoreError> {
+        let Some(entry) = self.find(kind, key)? else {
+            return Ok(());
+        };
+        let generation = entry.generation();
+        let (init, kept): (fn(usize, u32) -> u64, [usize; 2]) = match kind {
+            TableKind::Counters => (init_counter, [INCREMENTS, TRIALS]),
+            TableKind::Statuses => (init_status, [TRIPS, CALM_DOWNS]),
+        };
+        for (index, word) in entry.payload().iter().enumerate().filter(|(index, _)| !kept.contains(index)) {
+            let empty = init(index, generation);
+            // A word of another claim stays as it is: the slot is no longer this key's.
+            if !update_word(word, &entry, |current| belongs(index, current, generation, kind).then_some(empty)) {
+                return Ok(());
+            }
+        }
+        Ok(())
     }
 
     /// Saves the last failure time of `key`, kept for `ttl` seconds.
@@ -331,15 +417,49 @@ impl<'a> Store<'a> {
             {
                 // The trial restarts the interval: keep the time as long as a saved one.
                 replace_word(&payload[expiry_at], &entry, timed::encode_expiry(generation, now.saturating_add(ttl)));
+                add_one(&payload[TRIALS], &entry);
                 return Ok(Some(last_failure));
             }
         }
         Err(StoreError { table: TableKind::Counters, error: TableError::Contended })
     }
 
-    /// Saves the status of `key`, kept for [`STATUS_TTL`].
+    /// Saves the status of `key`, kept for [`STATUS_TTL`]. A save of [`STATUS_TRIPPED`] over
+    /// another status (or none) counts a trip, one of [`STATUS_CALMED_DOWN`] over
+    /// [`STATUS_TRIPPED`] a calm-down: the status word's compare-and-swap gives each save the
+    /// status it replaced, so that of processes saving the same status at once, one counts.
     pub fn save_status(&self, key: &[u8], status: i64, now: u64) -> Result<(), StoreError> {
-        self.save_timed(TableKind::Statuses, key, [STATUS_VALUE, STATUS_EXPIRY], status, now, STATUS_TTL)
+        let ttl = STATUS_TTL;
+        self.write(TableKind::Statuses, key, now, ttl, true, |entry| {
+            let generation = generation_byte(entry.generation());
+            let payload = entry.payload();
+            // Acquire: as in `read_timed`, the expiry first.
+            let expiry = payload[STATUS_EXPIRY].load(Ordering::Acquire);
+            let read = payload[STATUS_VALUE].load(Ordering::Acquire);
+            if timed::generation(expiry) != generation || timed::generation(read) != generation {
+                return false; // recycled under us
+            }
+            let alive = timed::alive(timed::decode_expiry(expiry), now);
+            let replaced = std::cell::Cell::new(None);
+            let saved = update_word(&payload[STATUS_VALUE], entry, |current| {
+                replaced.set(Some(current));
+                (timed::generation(current) == generation).then_some(timed::encode_value(generation, status))
+            }) && replace_word(&payload[STATUS_EXPIRY], entry, timed::encode_expiry(generation, now.saturating_add(ttl)));
+            if saved {
+                // The status this save replaced: a value written since it was read is a live
+                // save's; the value read is what it was, if it was alive.
+                let replaced = match replaced.get() {
+                    Some(word) if word != read || alive => Some(timed::decode_value(word)),
+                    _ => None,
+                };
+                if status == STATUS_TRIPPED && replaced != Some(STATUS_TRIPPED) {
+                    add_one(&payload[TRIPS], entry);
+                } else if status == STATUS_CALMED_DOWN && replaced == Some(STATUS_TRIPPED) {
+                    add_one(&payload[CALM_DOWNS], entry);
+                }
+            }
+            saved
+        })
     }
 
     pub fn load_status(&self, key: &[u8], now: u64) -> Result<Option<i64>, StoreError> {
@@ -452,6 +572,24 @@ fn update_word(word: &AtomicU64, entry: &Entry<'_>, next: impl Fn(u64) -> Option
             Ok(_) => return true,
             Err(actual) => current = actual,
         }
+    }
+}
+
+/// One more in a total word of `entry`'s claim; false when the slot is no longer its.
+fn add_one(word: &AtomicU64, entry: &Entry<'_>) -> bool {
+    let generation = entry.generation();
+    update_word(word, entry, |current| total::belongs(current, generation).then(|| total::incremented(current)))
+}
+
+/// Whether payload word `index` of a slot of `kind`, holding `word`, belongs to the claim of
+/// `generation`.
+fn belongs(index: usize, word: u64, generation: u32, kind: TableKind) -> bool {
+    match (kind, index) {
+        (TableKind::Counters, LAST_FAILURE_VALUE | LAST_FAILURE_EXPIRY) | (TableKind::Statuses, _) => {
+            timed::generation(word) == generation_byte(generation)
+        }
+        (TableKind::Counters, COUNT) => CountWord(word).generation() == generation_byte(generation),
+        (TableKind::Counters, _) => BucketWord(word).generation() == BucketWord::generation_of(generation),
     }
 }
 
@@ -629,6 +767,81 @@ mod tests {
             }
         });
         assert_eq!(winners.load(Ordering::Relaxed), 1);
+    }
+
+    #[test]
+    fn totals_count_increments_and_trials_and_outlive_the_window() {
+        let segment = segment(2);
+        let store = Store::new(&segment);
+        let w = window(2, Some(1));
+        for at in [T0, T0, T0 + 1] {
+            store.increment(b"f", &w, at).unwrap();
+        }
+        store.increment_count(b"c", T0).unwrap();
+        store.change_count(b"c", T0, false, |count| count.saturating_sub(1)).unwrap();
+        store.save_last_failure_time(b"f", T0 as i64, 100, T0).unwrap();
+        assert_eq!(store.claim_trial(b"f", T0 + 10, 5, 100).unwrap(), Some(T0 as i64));
+        assert_eq!(store.load(b"f", &w, T0 + 10).unwrap(), 0, "the window is empty");
+        assert_eq!(store.totals(TableKind::Counters, b"f").unwrap(), Some(Totals { events: 3, others: 1 }));
+        assert_eq!(store.totals(TableKind::Counters, b"c").unwrap(), Some(Totals { events: 1, others: 0 }), "a decrement is no increment");
+        assert_eq!(store.totals(TableKind::Counters, b"missing").unwrap(), None);
+    }
+
+    #[test]
+    fn totals_count_the_saves_that_trip_and_calm_down() {
+        let segment = segment(2);
+        let store = Store::new(&segment);
+        let totals = || store.totals(TableKind::Statuses, b"s").unwrap().unwrap();
+        for (status, trips, calm_downs) in [
+            (STATUS_TRIPPED, 1, 0),
+            (STATUS_TRIPPED, 1, 0),
+            (STATUS_CALMED_DOWN, 1, 1),
+            (STATUS_CALMED_DOWN, 1, 1),
+            (STATUS_TRIPPED, 2, 1),
+            (STATUS_CALMED_DOWN, 2, 2),
+        ] {
+            store.save_status(b"s", status, T0).unwrap();
+            assert_eq!(totals(), Totals { events: trips, others: calm_downs }, "after saving {status}");
+        }
+        // A tripped status that expired is no status: the next trip counts.
+        store.save_status(b"s", STATUS_TRIPPED, T0).unwrap();
+        store.save_status(b"s", STATUS_TRIPPED, T0 + STATUS_TTL + 1).unwrap();
+        assert_eq!(totals(), Totals { events: 4, others: 2 });
+    }
+
+    #[test]
+    fn of_processes_tripping_one_circuit_at_once_one_counts_the_trip() {
+        for _ in 0..50 {
+            let segment = segment(1);
+            std::thread::scope(|scope| {
+                for _ in 0..4 {
+                    scope.spawn(|| Store::new(&segment).save_status(b"s", STATUS_TRIPPED, T0).unwrap());
+                }
+            });
+            let totals = Store::new(&segment).totals(TableKind::Statuses, b"s").unwrap().unwrap();
+            assert_eq!(totals.events, 1);
+        }
+    }
+
+    #[test]
+    fn clear_empties_a_key_but_its_totals() {
+        let segment = segment(2);
+        let store = Store::new(&segment);
+        let w = window(60, None);
+        store.increment(b"f", &w, T0).unwrap();
+        store.save_last_failure_time(b"f", T0 as i64, 100, T0).unwrap();
+        store.save_status(b"s", STATUS_TRIPPED, T0).unwrap();
+        store.clear(TableKind::Counters, b"f").unwrap();
+        store.clear(TableKind::Statuses, b"s").unwrap();
+        store.clear(TableKind::Counters, b"missing").unwrap();
+        assert_eq!(store.load(b"f", &w, T0).unwrap(), 0);
+        assert_eq!(store.peek_last_failure_time(b"f", T0).unwrap(), None);
+        assert_eq!(store.load_status(b"s", T0).unwrap(), None);
+        assert_eq!(store.totals(TableKind::Counters, b"f").unwrap(), Some(Totals { events: 1, others: 0 }));
+        assert_eq!(store.totals(TableKind::Statuses, b"s").unwrap(), Some(Totals { events: 1, others: 0 }));
+        store.increment(b"f", &w, T0).unwrap();
+        assert_eq!(store.load(b"f", &w, T0).unwrap(), 1, "the key counts again from nothing");
+        assert_eq!(store.totals(TableKind::Counters, b"f").unwrap(), Some(Totals { events: 2, others: 0 }));
     }
 
     #[test]

@@ -303,9 +303,55 @@ pub mod timed {
     }
 }
 
+/// A total since a slot was claimed (a key's events, trials, trips, calm-downs): one word
+/// `[generation 24 | count 40]`, the claim's 24 low generation bits, so that the word a claim
+/// starts with is unique to it (see `BucketWord::empty`) and a writer holding a recycled slot
+/// fails its compare-and-swap. A count stops at 2^40 - 1, a trillion events.
+pub mod total {
+    const COUNT_BITS: u32 = 40;
+    const COUNT_MASK: u64 = (1 << COUNT_BITS) - 1;
+    const GENERATION_MASK: u32 = (1 << (64 - COUNT_BITS)) - 1;
+
+    /// The word the claim of `generation` starts with: a count of 0.
+    pub fn empty(generation: u32) -> u64 {
+        ((generation & GENERATION_MASK) as u64) << COUNT_BITS
+    }
+
+    /// Whether `word` belongs to the claim of `generation`.
+    pub fn belongs(word: u64, generation: u32) -> bool {
+        word >> COUNT_BITS == empty(generation) >> COUNT_BITS
+    }
+
+    pub fn count(word: u64) -> u64 {
+        word & COUNT_MASK
+    }
+
+    /// `word` with one more, or unchanged at the most a count holds.
+    pub fn incremented(word: u64) -> u64 {
+        if count(word) == COUNT_MASK {
+            word
+        } else {
+            word + 1
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn totals_count_under_their_claim_and_stop_at_their_most() {
+        let word = total::empty(0x0123_4567);
+        assert_eq!(total::count(word), 0);
+        assert!(total::belongs(word, 0x0123_4567));
+        assert!(!total::belongs(word, 0x0123_4568), "another claim");
+        assert!(!total::belongs(word, 0x0124_4567), "the generation's bits 16 to 23 are in the word too");
+        let word = total::incremented(total::incremented(word));
+        assert_eq!((total::count(word), total::belongs(word, 0x0123_4567)), (2, true));
+        let most = total::empty(7) | ((1 << 40) - 1);
+        assert_eq!(total::incremented(most), most);
+    }
 
     fn window(time_window: i64, bucket_duration: Option<u64>) -> Window {
         Window::new(time_window, bucket_duration).unwrap()

@@ -106,7 +106,11 @@ namespace Zeusi\GaneshaShmAdapter {
          *     state: 'closed'|'open'|'half_open', admits: bool, status: int, tripped: bool,
          *     failures: int, successes: ?int, rejections: ?int, failure_rate: ?float,
          *     last_failure_time: ?int,
+         *     totals: array{successes: int, failures: int, rejections: int, trips: int,
+         *         calm_downs: int, half_open_trials: int},
          *     buckets?: list<array{start: int, failures: int, successes: int, rejections: int}>}>
+         *     totals: what the service's slots counted since they were created, kept across
+         *     processes (and reloads with ganesha_shm.path) until its data has all expired
          *     successes, rejections and failure_rate are null under the Count strategy
          * @throws \LogicException before setContext(), or when the context gave no thresholds
          */

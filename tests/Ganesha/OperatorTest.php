@@ -70,6 +70,36 @@ final class OperatorTest extends GaneshaTestCase
         self::assertSame($service, $snapshot[(int) $service]['service']);
     }
 
+    public function testTotalsCountTripsCalmDownsAndTrialsThroughGanesha(): void
+    {
+        $t0 = 1_800_000_000;
+        $adapter = self::virtualAdapter($t0);
+        $ganesha = $this->ganesha(10, minimumRequests: 2, intervalToHalfOpen: 5, adapter: $adapter);
+        $service = self::service('totals');
+        $totals = static fn (): array => $adapter->snapshot()[$service]['totals'];
+        $ganesha->success($service);
+        $ganesha->failure($service);
+        $ganesha->failure($service);
+        self::assertSame(['tripped'], $this->eventsOf($service));
+        self::assertFalse($ganesha->isAvailable($service));
+        self::assertSame(['successes' => 1, 'failures' => 2, 'rejections' => 1, 'trips' => 1, 'calm_downs' => 0, 'half_open_trials' => 0], $totals());
+
+        VirtualClock::sleep(6);   // a trial is due
+        self::assertTrue($ganesha->isAvailable($service), 'the half-open trial');
+        self::assertFalse($ganesha->isAvailable($service), 'one trial only');
+        $ganesha->failure($service);   // the trial failed: still open, no second trip
+        self::assertSame(1, $totals()['trips']);
+        self::assertSame(1, $totals()['half_open_trials']);
+
+        VirtualClock::sleep(11);   // the failures left the window: a success calms it down
+        self::assertTrue($ganesha->isAvailable($service));
+        $ganesha->success($service);
+        self::assertSame(['tripped', 'calmed_down'], $this->eventsOf($service));
+        self::assertSame(['successes' => 2, 'failures' => 3, 'rejections' => 2, 'trips' => 1, 'calm_downs' => 1, 'half_open_trials' => 1], $totals(), 'closed by its rate: no trial');
+        self::assertStringContainsString("ganesha_shm_trips_total{service=\"{$service}\"} 1\n", $adapter->metrics());
+        self::assertStringContainsString("ganesha_shm_requests_total{service=\"{$service}\",outcome=\"failure\"} 3\n", $adapter->metrics());
+    }
+
     public function testTheWindowsBucketsAreListedOldestFirst(): void
     {
         $t0 = 1_800_000_000;   // a multiple of 10: buckets of 2 s start at even seconds
@@ -110,9 +140,18 @@ final class OperatorTest extends GaneshaTestCase
         }
         $before = $adapter->snapshot()[$failing];
 
+        $trips = $adapter->snapshot()[$mended]['totals']['trips'];
+        self::assertSame(1, $trips);
+
         $adapter->resetService($mended);
 
-        self::assertArrayNotHasKey($mended, $adapter->snapshot(), 'nothing of the service is left');
+        $row = $adapter->snapshot()[$mended];
+        self::assertSame(
+            ['state' => 'closed', 'status' => 1, 'failures' => 0, 'successes' => 0, 'rejections' => 0, 'last_failure_time' => null],
+            \array_intersect_key($row, \array_flip(['state', 'status', 'failures', 'successes', 'rejections', 'last_failure_time'])),
+            'nothing of the service is left but its totals',
+        );
+        self::assertSame(['successes' => 0, 'failures' => 3, 'rejections' => 1, 'trips' => 1, 'calm_downs' => 0, 'half_open_trials' => 0], $row['totals'], 'the totals go on');
         self::assertTrue($ganesha->isAvailable($mended), 'the circuit admits at once');
         $ganesha->success($mended);
         self::assertTrue($ganesha->isAvailable($mended));
