@@ -39,11 +39,12 @@ final class BuiltInServer
      * Starts the server and waits (bounded) until it answers.
      *
      * @param array<string, string> $ini more -d settings (ganesha_shm.path, for one)
+     * @param int|null $port the port to listen on (that of a server stopped before); null: a free one
      */
-    public static function start(string $scratch, array $ini = []): self
+    public static function start(string $scratch, array $ini = [], ?int $port = null): self
     {
         $root = \dirname(__DIR__, 2);
-        $port = Loopback::freePort();
+        $port ??= Loopback::freePort();
         $server = new self($scratch . '/server.log', $port);
 
         $command = [

@@ -47,9 +47,9 @@ final class PrometheusServer
             '  evaluation_interval: 1s',
             'scrape_configs:',
             '  - job_name: ganesha_shm',
-            '    metrics_path: ' . \json_encode($metricsPath),
+            '    metrics_path: ' . \json_encode($metricsPath, \JSON_UNESCAPED_SLASHES),
             '    static_configs:',
-            '      - targets: [' . \json_encode($target) . ']',
+            '      - targets: [' . \json_encode($target, \JSON_UNESCAPED_SLASHES) . ']',
             '',
         ]));
         $command = [
