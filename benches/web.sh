@@ -213,7 +213,6 @@ if [ "$mode" = bench ]; then
 fi
 
 # The chaos soak.
-reload_every=25   # ticks of 200 ms between reloads: 5 s
 connections=64
 say "chaos: ${duration} s of wrk at $connections connections on one service; a worker SIGKILLed every 200 ms, a reload every 5 s"
 # The sanity checks above counted too: the ledger counts from here.
@@ -221,16 +220,21 @@ before=$(curl -sf "$url?adapter=shm&read=1")
 WRK_LEDGER=1 run_wrk "$connections" "$duration" "adapter=shm" >"$work/wrk.out" &
 wrk_pid=$!
 pids+=("$wrk_pid")
-ticks=0 kills=0 reloads=0
+# On a schedule of its own, so that the time it takes to pick a victim does not slow it.
+now_us() { echo $((${EPOCHREALTIME/./})); }
+kills=0 reloads=0
+next_kill=$(($(now_us) + 200000)) next_reload=$(($(now_us) + 5000000))
 while kill -0 "$wrk_pid" 2>/dev/null; do
-    sleep 0.2
-    ticks=$((ticks + 1))
+    wait_us=$((next_kill - $(now_us)))
+    ((wait_us > 0)) && sleep "$(printf '0.%06d' "$wait_us")"
+    next_kill=$((next_kill + 200000))
     victim=$(pgrep -P "$fpm_pid" | shuf -n 1 || true)
     if [ -n "$victim" ] && kill -KILL "$victim" 2>/dev/null; then
         kills=$((kills + 1))
     fi
-    if ((ticks % reload_every == 0)) && kill -USR2 "$fpm_pid" 2>/dev/null; then
-        reloads=$((reloads + 1))
+    if (($(now_us) >= next_reload)); then
+        next_reload=$((next_reload + 5000000))
+        kill -USR2 "$fpm_pid" 2>/dev/null && reloads=$((reloads + 1))
     fi
 done
 hung=no
