@@ -195,31 +195,6 @@ impl AbstractSlidingTimeWindowShm {
         process::store()?.change_count(&service, now, false, |count| count.saturating_sub(1)).map_err(storage_error)
     }
 
-    pub fn save_last_failure_time(&self, service: BinarySlice<u8>, lastFailureTime: i64) -> PhpResult<()> {
-        let (configured, now) = self.configured_now()?;
-        check_range("lastFailureTime", lastFailureTime, timed::MIN_VALUE, timed::MAX_VALUE)?;
-        process::store()?
-            .save_last_failure_time(&service, lastFailureTime, configured.last_failure_ttl(), now)
-            .map_err(storage_error)
-    }
-
-    /// The last failure time, as Ganesha's half-open check must see it: NOT a read-only call.
-    /// When intervalToHalfOpen has passed since the stored time, the first caller swaps the
-    /// current time in and gets the old one, so that Ganesha admits exactly that caller as the
-    /// half-open trial; every other caller gets the new time and is rejected.
-    pub fn load_last_failure_time(&self, service: BinarySlice<u8>) -> PhpResult<Option<i64>> {
-        let (configured, now) = self.configured_now()?;
-        process::store()?
-            .claim_trial(&service, now, configured.interval_to_half_open, configured.last_failure_ttl())
-            .map_err(storage_error)
-    }
-
-    pub fn save_status(&self, service: BinarySlice<u8>, status: i64) -> PhpResult<()> {
-        let (_, now) = self.configured_now()?;
-        check_range("status", status, i32::MIN as i64, i32::MAX as i64)?;
-        process::store()?.save_status(&service, status, now).map_err(storage_error)
-    }
-
     /// Deletes the counts, last failure times and statuses under this configuration's storage
     /// keys, and nothing else.
     pub fn reset(&self) -> PhpResult<()> {
@@ -373,6 +348,31 @@ impl AbstractSlidingTimeWindowShm {
     fn load_status_at(&self, service: &[u8], _configured: &Configured, now: u64) -> PhpResult<i64> {
         let status = process::store()?.load_status(service, now).map_err(storage_error)?;
         Ok(status.unwrap_or(STATUS_CALMED_DOWN))
+    }
+
+    /// `loadLastFailureTime()`: the last failure time, as Ganesha's half-open check must see
+    /// it: NOT a read-only call. When intervalToHalfOpen has passed since the stored time, the
+    /// first caller swaps the current time in and gets the old one, so that Ganesha admits
+    /// exactly that caller as the half-open trial; every other caller gets the new time and is
+    /// rejected.
+    fn load_last_failure_time_at(&self, service: &[u8], configured: &Configured, now: u64) -> PhpResult<Option<i64>> {
+        process::store()?
+            .claim_trial(service, now, configured.interval_to_half_open, configured.last_failure_ttl())
+            .map_err(storage_error)
+    }
+
+    /// `saveLastFailureTime()`.
+    fn save_last_failure_time_at(&self, service: &[u8], time: i64, configured: &Configured, now: u64) -> PhpResult<()> {
+        check_range("lastFailureTime", time, timed::MIN_VALUE, timed::MAX_VALUE)?;
+        process::store()?
+            .save_last_failure_time(service, time, configured.last_failure_ttl(), now)
+            .map_err(storage_error)
+    }
+
+    /// `saveStatus()`.
+    fn save_status_at(&self, service: &[u8], status: i64, _configured: &Configured, now: u64) -> PhpResult<()> {
+        check_range("status", status, i32::MIN as i64, i32::MAX as i64)?;
+        process::store()?.save_status(service, status, now).map_err(storage_error)
     }
 }
 
@@ -567,62 +567,149 @@ fn register_hot_methods(class: ext_php_rs::builders::ClassBuilder) -> ext_php_rs
     hot::register(class)
 }
 
-/// The methods Ganesha calls on every request (`load`, `increment`, `loadStatus`), with
-/// handlers of their own instead of ext-php-rs's generated ones, which run every call inside a
-/// `zend_try` (a `setjmp`, and a closure behind two calls) so that a PHP bailout cannot
-/// unwind through Rust frames.
+/// The methods Ganesha calls on every request (`load`, `increment`, `loadStatus`,
+/// `loadLastFailureTime`, `saveLastFailureTime`, `saveStatus`), with handlers of their own
+/// instead of ext-php-rs's generated ones, which run every call inside a `zend_try` (a
+/// `setjmp`, and a closure behind two calls) so that a PHP bailout cannot unwind through Rust
+/// frames.
 ///
 /// A bailout (a fatal error's longjmp) comes only out of the engine: out of PHP code, or out of
 /// an engine function that allocates and finds the memory limit reached. The common case of
-/// these methods calls neither: no clock callable is set, the argument is a string read from
-/// the call frame, the store answers, and the result is an int or null written into the return
-/// value. That case runs here unguarded. Everything else (a clock to call, arguments to
-/// convert or to reject, an exception to throw) runs under ext-php-rs's `run_handler`, which
-/// guards it as the generated handlers do.
+/// these methods calls neither: no clock callable is set, the arguments are a string and an
+/// int read from the call frame, the store answers, and the result is an int or null written
+/// into the return value. That case runs here unguarded. Everything else (a clock to call,
+/// arguments to convert or to reject, an exception to throw) runs under ext-php-rs's
+/// `run_handler`, which guards it as the generated handlers do.
 mod hot {
     use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 
     use ext_php_rs::args::Arg;
     use ext_php_rs::builders::{ClassBuilder, FunctionBuilder};
-    use ext_php_rs::convert::FromZvalMut;
+    use ext_php_rs::convert::FromZval;
     use ext_php_rs::flags::{DataType, MethodFlags};
     use ext_php_rs::zend::{ce, run_handler, ExecuteData};
 
     use super::*;
 
-    /// A hot method: the name PHP calls, and what it does with the service, the configuration
-    /// and the time.
-    type Method<T> = fn(&AbstractSlidingTimeWindowShm, &[u8], &Configured, u64) -> PhpResult<T>;
+    /// What a hot method takes after the service: nothing, or an int.
+    trait Rest: Sized {
+        /// Its PHP name, for the declaration and the error of a wrong value.
+        const NAME: Option<&'static str>;
+        /// Read from the frame as it is: `None` when it is not of the declared type.
+        fn read(argument: Option<&Zval>) -> Option<Self>;
+    }
+
+    impl Rest for () {
+        const NAME: Option<&'static str> = None;
+        fn read(_: Option<&Zval>) -> Option<Self> {
+            Some(())
+        }
+    }
+
+    /// An int argument of a given name.
+    struct Int<const LAST_FAILURE_TIME: bool>(i64);
+
+    impl<const LAST_FAILURE_TIME: bool> Rest for Int<LAST_FAILURE_TIME> {
+        const NAME: Option<&'static str> = Some(if LAST_FAILURE_TIME { "lastFailureTime" } else { "status" });
+        fn read(argument: Option<&Zval>) -> Option<Self> {
+            argument?.dereference().long().map(Self)
+        }
+    }
+
+    /// A hot method: what it does with the service, the rest of its arguments, the
+    /// configuration and the time.
+    type Method<R, T> = fn(&AbstractSlidingTimeWindowShm, &[u8], R, &Configured, u64) -> PhpResult<T>;
 
     /// Adds the hot methods to the class, declared as `#[php_impl]` would declare them.
     pub fn register(class: ClassBuilder) -> ClassBuilder {
-        let service = || Arg::new("service", DataType::String);
-        class
-            .method(FunctionBuilder::new("load", load).arg(service()).returns(DataType::Long, false, false), MethodFlags::Public)
-            .method(
-                FunctionBuilder::new("increment", increment).arg(service()).returns(DataType::Void, false, false),
-                MethodFlags::Public,
-            )
-            .method(
-                FunctionBuilder::new("loadStatus", load_status).arg(service()).returns(DataType::Long, false, false),
-                MethodFlags::Public,
-            )
+        let method = |name: &str, handler, rest: Option<&str>, returns: DataType, nullable: bool| {
+            let mut builder = FunctionBuilder::new(name, handler).arg(Arg::new("service", DataType::String));
+            if let Some(rest) = rest {
+                builder = builder.arg(Arg::new(rest, DataType::Long));
+            }
+            (builder.returns(returns, false, nullable), MethodFlags::Public)
+        };
+        [
+            method("load", load, None, DataType::Long, false),
+            method("increment", increment, None, DataType::Void, false),
+            method("loadStatus", load_status, None, DataType::Long, false),
+            method("loadLastFailureTime", load_last_failure_time, None, DataType::Long, true),
+            method("saveLastFailureTime", save_last_failure_time, Some("lastFailureTime"), DataType::Void, false),
+            method("saveStatus", save_status, Some("status"), DataType::Void, false),
+        ]
+        .into_iter()
+        .fold(class, |class, (builder, flags)| class.method(builder, flags))
+    }
+
+    fn set_long(retval: &mut Zval, value: i64) {
+        retval.set_long(value);
+    }
+
+    fn set_null(retval: &mut Zval, (): ()) {
+        retval.set_null();
+    }
+
+    fn set_optional_long(retval: &mut Zval, value: Option<i64>) {
+        match value {
+            Some(value) => retval.set_long(value),
+            None => retval.set_null(),
+        }
     }
 
     extern "C" fn load(ex: &mut ExecuteData, retval: &mut Zval) {
-        call(ex, retval, AbstractSlidingTimeWindowShm::load_at, |retval, count| retval.set_long(count));
+        call(ex, retval, |this, service, (), configured, now| this.load_at(service, configured, now), set_long);
     }
 
     extern "C" fn increment(ex: &mut ExecuteData, retval: &mut Zval) {
-        call(ex, retval, AbstractSlidingTimeWindowShm::increment_at, |retval, ()| retval.set_null());
+        call(ex, retval, |this, service, (), configured, now| this.increment_at(service, configured, now), set_null);
     }
 
     extern "C" fn load_status(ex: &mut ExecuteData, retval: &mut Zval) {
-        call(ex, retval, AbstractSlidingTimeWindowShm::load_status_at, |retval, status| retval.set_long(status));
+        call(ex, retval, |this, service, (), configured, now| this.load_status_at(service, configured, now), set_long);
+    }
+
+    extern "C" fn load_last_failure_time(ex: &mut ExecuteData, retval: &mut Zval) {
+        call(
+            ex,
+            retval,
+            |this, service, (), configured, now| this.load_last_failure_time_at(service, configured, now),
+            set_optional_long,
+        );
+    }
+
+    extern "C" fn save_last_failure_time(ex: &mut ExecuteData, retval: &mut Zval) {
+        call(
+            ex,
+            retval,
+            |this, service, Int::<true>(time), configured, now| this.save_last_failure_time_at(service, time, configured, now),
+            set_null,
+        );
+    }
+
+    extern "C" fn save_status(ex: &mut ExecuteData, retval: &mut Zval) {
+        call(
+            ex,
+            retval,
+            |this, service, Int::<false>(status), configured, now| this.save_status_at(service, status, configured, now),
+            set_null,
+        );
+    }
+
+    /// Arguments a hot method with `R` takes.
+    fn arguments<R: Rest>() -> u32 {
+        1 + u32::from(R::NAME.is_some())
+    }
+
+    /// The service and the rest of the arguments of a call whose argument count was checked
+    /// to be `arguments::<R>()`.
+    fn frame_arguments<'a, R: Rest>(ex: &ExecuteData) -> (Option<&'a Zval>, Option<&'a Zval>) {
+        // SAFETY: the frame holds that many arguments, in its first call slots, and they live
+        // as long as the call; no slot past them is read.
+        unsafe { (ex.zend_call_arg(0).map(|z| &*z), R::NAME.and_then(|_| ex.zend_call_arg(1)).map(|z| &*z)) }
     }
 
     /// Runs `method` for the call in `ex`, and `set` with its result.
-    fn call<T>(ex: &mut ExecuteData, retval: &mut Zval, method: Method<T>, set: fn(&mut Zval, T)) {
+    fn call<R: Rest, T>(ex: &mut ExecuteData, retval: &mut Zval, method: Method<R, T>, set: fn(&mut Zval, T)) {
         // A panic must not unwind out of an `extern "C"` function: it is thrown as
         // ext-php-rs's handlers throw one.
         match catch_unwind(AssertUnwindSafe(|| unguarded(ex, method))) {
@@ -634,15 +721,15 @@ mod hot {
     }
 
     /// The common case, which calls nothing of the engine: `None` when the call is not one.
-    fn unguarded<T>(ex: &mut ExecuteData, method: Method<T>) -> Option<PhpResult<T>> {
+    fn unguarded<R: Rest, T>(ex: &mut ExecuteData, method: Method<R, T>) -> Option<PhpResult<T>> {
         // SAFETY: `This.u2.num_args` is the argument count PHP wrote into the frame of this
         // method call before calling its handler.
-        if unsafe { ex.This.u2.num_args } != 1 {
+        if unsafe { ex.This.u2.num_args } != arguments::<R>() {
             return None;
         }
-        // SAFETY: the frame holds one argument (checked above), in its first call slot.
-        let argument = unsafe { ex.zend_call_arg(0) }?;
-        let service = argument.dereference().zend_str()?.as_bytes();
+        let (service, rest) = frame_arguments::<R>(ex);
+        let service = service?.dereference().zend_str()?.as_bytes();
+        let rest = R::read(rest)?;
         let this = ex.get_object::<AbstractSlidingTimeWindowShm>()?;
         if this.clock.is_some() {
             return None;
@@ -650,30 +737,33 @@ mod hot {
         // No PHP code runs until this returns, so the borrow cannot meet a setContext().
         let configured = this.configured.borrow();
         let configured = configured.as_ref()?;
-        Some(method(this, service, configured, process::unix_time()))
+        Some(method(this, service, rest, configured, process::unix_time()))
     }
 
     /// Every other case, as ext-php-rs's generated handler would run it.
-    fn guarded<T>(ex: &mut ExecuteData, retval: &mut Zval, method: Method<T>, set: fn(&mut Zval, T)) {
+    fn guarded<R: Rest, T>(ex: &mut ExecuteData, retval: &mut Zval, method: Method<R, T>, set: fn(&mut Zval, T)) {
+        let expected = arguments::<R>();
         // SAFETY: as in `unguarded`.
-        let count = unsafe { ex.This.u2.num_args };
-        if count != 1 {
+        if unsafe { ex.This.u2.num_args } != expected {
             // SAFETY: PHP's own error for a wrong argument count; it throws ArgumentCountError.
-            unsafe { ext_php_rs::ffi::zend_wrong_parameters_count_error(1, 1) };
+            unsafe { ext_php_rs::ffi::zend_wrong_parameters_count_error(expected, expected) };
             return;
         }
-        // SAFETY: as in `unguarded`.
-        let service = unsafe { ex.zend_call_arg(0) }
-            .and_then(|argument| BinarySlice::<u8>::from_zval_mut(argument.dereference_mut()));
-        let Some(service) = service else {
-            PhpException::new("Invalid value given for argument `service`.".into(), 0, ce::type_error()).throw();
-            return;
+        let invalid = |name: &str| {
+            PhpException::new(format!("Invalid value given for argument `{name}`."), 0, ce::type_error()).throw();
+        };
+        let (service, rest) = frame_arguments::<R>(ex);
+        let Some(service) = service.and_then(|argument| BinarySlice::<u8>::from_zval(argument.dereference())) else {
+            return invalid("service");
+        };
+        let Some(rest) = R::read(rest) else {
+            return invalid(R::NAME.unwrap_or("service"));
         };
         let Some(this) = ex.get_object::<AbstractSlidingTimeWindowShm>() else {
             PhpException::from_message("Failed to retrieve reference to `$this`".into()).throw();
             return;
         };
-        match this.configured_now().and_then(|(configured, now)| method(this, &service, &configured, now)) {
+        match this.configured_now().and_then(|(configured, now)| method(this, &service, rest, &configured, now)) {
             Ok(value) => set(retval, value),
             Err(exception) => exception.throw(),
         }

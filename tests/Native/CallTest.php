@@ -10,32 +10,40 @@ use Zeusi\GaneshaShmAdapter\Tests\Support\TestAdapter;
 use Zeusi\GaneshaShmAdapter\Tests\Support\Unique;
 
 /**
- * The methods Ganesha calls on every request (load, increment, loadStatus) have handlers of
- * their own: calls PHP makes in other shapes than the common one (other argument counts, an
+ * The methods Ganesha calls on every request (load, increment, loadStatus,
+ * loadLastFailureTime, saveLastFailureTime, saveStatus) have handlers of their own: calls PHP makes in other shapes than the common one (other argument counts, an
  * argument passed by reference, a method called on an adapter without a context) behave as
  * every other method of the class.
  */
 final class CallTest extends TestCase
 {
-    /** @return array<string, array{string}> */
+    /** @return array<string, array{string, list<mixed>}> each method with arguments it takes */
     public static function hotMethods(): array
     {
-        return ['load' => ['load'], 'increment' => ['increment'], 'loadStatus' => ['loadStatus']];
+        return [
+            'load' => ['load', ['k']],
+            'increment' => ['increment', ['k']],
+            'loadStatus' => ['loadStatus', ['k']],
+            'loadLastFailureTime' => ['loadLastFailureTime', ['k']],
+            'saveLastFailureTime' => ['saveLastFailureTime', ['k', 1_800_000_000]],
+            'saveStatus' => ['saveStatus', ['k', 2]],
+        ];
     }
 
     /**
      * @dataProvider hotMethods
      */
     #[DataProvider('hotMethods')]
-    public function testAnotherArgumentCountIsAnArgumentCountError(string $method): void
+    public function testAnotherArgumentCountIsAnArgumentCountError(string $method, array $arguments): void
     {
         $adapter = TestAdapter::forWindow(60);
-        foreach ([[], ['a', 'b']] as $arguments) {
+        $count = \count($arguments);
+        foreach ([\array_slice($arguments, 0, -1), [...$arguments, 'more']] as $wrong) {
             try {
-                $adapter->{$method}(...$arguments);
-                self::fail("{$method}() accepted " . \count($arguments) . ' arguments');
+                $adapter->{$method}(...$wrong);
+                self::fail("{$method}() accepted " . \count($wrong) . ' arguments');
             } catch (\ArgumentCountError $e) {
-                self::assertStringContainsString('exactly 1 argument', $e->getMessage());
+                self::assertStringContainsString("exactly {$count} argument", $e->getMessage());
             }
         }
     }
@@ -44,12 +52,12 @@ final class CallTest extends TestCase
      * @dataProvider hotMethods
      */
     #[DataProvider('hotMethods')]
-    public function testWithoutAContextTheCallIsALogicException(string $method): void
+    public function testWithoutAContextTheCallIsALogicException(string $method, array $arguments): void
     {
         $adapter = new TestAdapter();
         $this->expectException(\LogicException::class);
         $this->expectExceptionMessage('setContext()');
-        $adapter->{$method}(Unique::name('call_'));
+        $adapter->{$method}(...$arguments);
     }
 
     public function testAKeyPassedByReferenceIsReadThroughIt(): void
@@ -63,6 +71,14 @@ final class CallTest extends TestCase
         \call_user_func_array([$adapter, 'increment'], $arguments);
         self::assertSame(3, $adapter->load($reference));
         self::assertSame(1, $adapter->loadStatus($reference));
+        $status = 2;
+        $byReference = &$status;
+        $adapter->saveStatus($reference, $byReference);
+        self::assertSame(2, $adapter->loadStatus($key));
+        $time = 1_800_000_000;
+        $timeReference = &$time;
+        $adapter->saveLastFailureTime($reference, $timeReference);
+        self::assertSame(1_800_000_000, $adapter->loadLastFailureTime($key));
     }
 
     public function testATooLongKeyThrowsFromTheCommonCaseToo(): void
