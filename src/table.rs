@@ -431,11 +431,6 @@ impl<'a> Table<'a> {
         Self { words, slots, slot_words, payload_words, max_key_length, seed, checks_claimers, stats, init }
     }
 
-    #[cfg(test)]
-    pub fn slots(&self) -> usize {
-        self.slots
-    }
-
     fn slot(&self, index: usize) -> Slot<'a> {
         let start = index * self.slot_words;
         Slot { words: &self.words[start..start + self.slot_words], payload_words: self.payload_words }
@@ -803,17 +798,16 @@ pub(crate) struct HandClaim<'a>(Claim<'a>);
 
 #[cfg(test)]
 impl<'a> Table<'a> {
-    /// A claimer of `key` reserves a slot at `now` and stops there.
-    pub(crate) fn hand_reserve(&self, key: &[u8], now: u64) -> HandClaim<'a> {
-        let key = self.key(key).unwrap();
-        let home = key.home(self.slots);
-        let (distance, (index, slot)) = self
-            .probe(home, self.slots)
-            .enumerate()
-            .find(|(_, (_, slot))| slot.claimable(Tag(slot.tag().load(Ordering::SeqCst)), now, self.checks_claimers))
-            .unwrap();
-        let seen = Tag(slot.tag().load(Ordering::SeqCst));
-        HandClaim(self.reserve(slot, index, home, distance, seen, now).unwrap())
+    /// A claimer of `key` reserves a slot at `now` and stops there; `None` if no slot was free.
+    pub(crate) fn hand_reserve(&self, key: &[u8], now: u64) -> Option<HandClaim<'a>> {
+        let home = self.key(key).unwrap().home(self.slots);
+        self.probe(home, self.slots).enumerate().find_map(|(distance, (index, slot))| {
+            let seen = Tag(slot.tag().load(Ordering::SeqCst));
+            if !slot.claimable(seen, now, self.checks_claimers) {
+                return None;
+            }
+            self.reserve(slot, index, home, distance, seen, now).map(HandClaim)
+        })
     }
 
     /// The stopped claimer resumes and makes every remaining step; whether its key went LIVE.
