@@ -461,6 +461,19 @@ mod tests {
     const T0: u64 = 1_800_000_000;
 
     #[test]
+    fn layout_of_the_default_settings() {
+        let layout = Layout::new(Settings { max_services: 1024, max_key_length: 160 });
+        assert_eq!(layout.counters.slots, 3072);
+        // header 4 + last failure 2 + count 1 + ring 122 + key 27 words
+        assert_eq!(layout.counters.slot_words() * 8, 1248);
+        assert_eq!(layout.statuses.slot_words() * 8, 264);
+        assert_eq!(layout.bytes_per_service(), 4008);
+        assert!(layout.bytes_per_service() <= 4096, "at most 4 KB a service");
+        assert_eq!(layout.segment_bytes(), 128 + 384 + 3072 * 1248 + 128 + 1024 * 264);
+        assert_eq!(layout.segment_bytes(), 4_104_832);
+    }
+
+    #[test]
     fn loads_sum_the_buckets_in_the_window_as_it_slides() {
         let segment = segment(4);
         let store = Store::new(&segment);
