@@ -16,15 +16,35 @@
 
 declare(strict_types=1);
 
-require __DIR__ . '/../tests/autoload.php';
+$ganeshaMissing = require __DIR__ . '/../tests/autoload.php';
 
-use Zeusi\GaneshaShmAdapter\Tests\Support\TestAdapter;
+use Ackintosh\Ganesha\Builder;
+use Zeusi\GaneshaShmAdapter\SlidingTimeWindowShm;
 
 const REPETITIONS = 7;
 const BATCH = 2_000;
 
+if ($ganeshaMissing !== null) {
+    \fwrite(\STDERR, "scale: {$ganeshaMissing}\n");
+    exit(1);
+}
 $capacity = (int) \ini_get('ganesha_shm.max_services');
-$adapter = TestAdapter::forWindow(60);
+// Services are stored by an adapter on a clock frozen a year ahead: filling a large store near
+// full takes longer than the time window, and the keys stored first must not expire before the
+// last ones. The measured calls use the real clock, for which that data never expires.
+const FILL_AT = 1_800_000_000 + 365 * 86_400;
+$adapter = new SlidingTimeWindowShm();
+$filler = new SlidingTimeWindowShm(clock: static fn (): int => FILL_AT);
+// Ganesha's Builder gives the adapters their context (snapshot() and metrics() need its thresholds).
+foreach ([$adapter, $filler] as $configured) {
+    Builder::withRateStrategy()
+        ->adapter($configured)
+        ->timeWindow(60)
+        ->failureRateThreshold(50)
+        ->minimumRequests(10)
+        ->intervalToHalfOpen(5)
+        ->build();
+}
 
 function rssShmemKb(): int
 {
@@ -66,10 +86,10 @@ function serviceKeys(int $service): array
 }
 
 $stored = 0;
-$store = static function (int $upTo) use (&$stored, $adapter): void {
+$store = static function (int $upTo) use (&$stored, $filler): void {
     for (; $stored < $upTo; $stored++) {
         foreach (serviceKeys($stored) as $key) {
-            $adapter->increment($key);
+            $filler->increment($key);
         }
     }
 };
@@ -83,7 +103,8 @@ $result['observe'] = [
     'metrics' => once(static function () use ($adapter): void { $adapter->metrics(); }),
 ];
 
-foreach ([10, 50, 100] as $percent) {
+$percents = \array_map('intval', \explode(' ', (string) (\getenv('PERCENTS') ?: '10 50 100')));
+foreach ($percents as $percent) {
     $store(\intdiv($capacity * $percent, 100));
     $existing = \max(1, $stored);
     $row = [
@@ -98,6 +119,12 @@ foreach ([10, 50, 100] as $percent) {
         }),
     ];
     if ($percent === 100) {
+        try {
+            $adapter->increment('ganesha_new_failure');
+            $row['refused'] = 'not refused';
+        } catch (\RuntimeException $e) {
+            $row['refused'] = $e->getMessage();
+        }
         $row['new_key_when_full'] = perCall(static function (int $i) use ($adapter): void {
             try {
                 $adapter->increment("ganesha_new{$i}_failure");
