@@ -297,6 +297,29 @@ fn a_full_table_refuses_new_keys_only() {
     });
 }
 
+/// A scan (the figures, the listing, reset) clears the bit of a slot it finds free while a
+/// process claims that very slot: the claimed slot is never hidden from the scans after it.
+#[test]
+fn a_scan_racing_a_claim_never_hides_the_claimed_slot() {
+    model("a scan clearing a freed slot's bit while a process claims it", || {
+        let fixture = Fixture::new();
+        {
+            let store = fixture.store();
+            store.increment(b"k", &window(), 100).unwrap();
+            store.remove_matching(|_| true); // its slot is free, its bit still set
+        }
+        let claimer = {
+            let fixture = Arc::clone(&fixture);
+            loom::thread::spawn(move || fixture.store().increment(b"k", &window(), 101))
+        };
+        let scanned = fixture.store().usage(101)[0].live;
+        assert_eq!(claimer.join().unwrap(), Ok(()));
+        assert!(scanned <= 1);
+        assert_eq!(fixture.store().usage(101)[0].live, 1, "the claimed slot is visible to the next scan");
+        assert_eq!(fixture.store().live_keys(101), vec![b"k".to_vec()]);
+    });
+}
+
 /// Prints the total (run last by the script, with `--test-threads 1`).
 #[test]
 fn zz_report() {

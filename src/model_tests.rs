@@ -809,3 +809,61 @@ proptest! {
         prop_assert_eq!(store.usage(now)[0].live, used, "one slot per key");
     }
 }
+
+proptest! {
+    #![proptest_config(config(12))]
+
+    /// Threads whose clocks differ by up to 5 s (so that one's claims may look timed out to
+    /// another), each stalling at random (a yield, a sleep, or a claim left RESERVED while it
+    /// sleeps and then resumed), create and count a few keys: every increment that returned Ok
+    /// is counted exactly once, in its own key, and no key ever has two slots.
+    #[test]
+    fn threads_with_their_own_clocks_that_stall_lose_nothing(
+        keys in 1..=CONCURRENT_KEYS.len(),
+        threads in prop::collection::vec((any::<u64>(), 0u64..=5), 2..=3),
+        length in 2_000usize..=6_000,
+    ) {
+        let segment = Segment::create_anonymous(Layout::regions(Settings { max_services: 3, max_key_length: 16 })).unwrap();
+        let window = Window::new(60, None).unwrap();
+        let counted: Vec<Vec<u64>> = std::thread::scope(|scope| {
+            let handles: Vec<_> = threads
+                .iter()
+                .map(|&(seed, offset)| {
+                    let segment = &segment;
+                    scope.spawn(move || {
+                        let store = Store::new(segment);
+                        let now = T0 + offset;
+                        let mut ok = vec![0u64; CONCURRENT_KEYS.len()];
+                        for (i, (key, stall, claim)) in thread_ops(seed, keys, length).enumerate() {
+                            let bytes = CONCURRENT_KEYS[key];
+                            if stall && i % 7 == 0 {
+                                std::thread::sleep(std::time::Duration::from_micros(50));
+                            } else if stall {
+                                std::thread::yield_now();
+                            }
+                            if claim && i % 5 == 0 {
+                                // a process stopped between its claim and the rest of it
+                                if let Some(held) = store.counters().hand_reserve(bytes, now) {
+                                    std::thread::sleep(std::time::Duration::from_micros(20));
+                                    let _ = store.counters().hand_resume(&held, bytes, now, now + window.ttl());
+                                }
+                            }
+                            if store.increment(bytes, &window, now).is_ok() {
+                                ok[key] += 1;
+                            }
+                        }
+                        ok
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|handle| handle.join().unwrap()).collect()
+        });
+        let store = Store::new(&segment);
+        let later = T0 + 5;
+        for (key, bytes) in CONCURRENT_KEYS.iter().enumerate().take(keys) {
+            let expected: u64 = counted.iter().map(|ok| ok[key]).sum();
+            prop_assert!(store.counter_holders(bytes) <= 1, "key {} has two slots", key);
+            prop_assert_eq!(store.load(bytes, &window, later).unwrap(), expected, "key {}", key);
+        }
+    }
+}

@@ -158,8 +158,8 @@ impl<'a> Store<'a> {
         }
     }
 
-    /// A store over two tables built elsewhere (tests, the model checker).
-    #[cfg(any(test, loom))]
+    /// A store over two tables built elsewhere (the model checker).
+    #[cfg(loom)]
     pub fn from_tables(counters: Table<'a>, statuses: Table<'a>) -> Self {
         Self { counters, statuses }
     }
@@ -615,6 +615,19 @@ mod tests {
     const T0: u64 = 1_800_000_000;
 
     #[test]
+    fn layout_of_the_default_settings() {
+        let layout = Layout::new(Settings { max_services: 1024, max_key_length: 160 });
+        assert_eq!(layout.counters.slots, 3072);
+        // header 4 + last failure 2 + count 1 + ring 122 + key 27 words
+        assert_eq!(layout.counters.slot_words() * 8, 1248);
+        assert_eq!(layout.statuses.slot_words() * 8, 264);
+        assert_eq!(layout.bytes_per_service(), 4008);
+        assert!(layout.bytes_per_service() <= 4096, "at most 4 KB a service");
+        assert_eq!(layout.segment_bytes(), 128 + 384 + 3072 * 1248 + 128 + 1024 * 264);
+        assert_eq!(layout.segment_bytes(), 4_104_832);
+    }
+
+    #[test]
     fn loads_sum_the_buckets_in_the_window_as_it_slides() {
         let segment = segment(4);
         let store = Store::new(&segment);
@@ -983,11 +996,109 @@ mod tests {
         let years = 3 * 365 * 86_400;
         // A process whose clock reads T0 reserves the slot of "svc" and stops; one whose clock
         // is years ahead takes the claim over as timed out and counts an event.
-        let stalled = store.counters().hand_reserve(b"svc", T0);
+        let stalled = store.counters().hand_reserve(b"svc", T0).unwrap();
         store.increment(b"svc", &w, T0 + years).unwrap();
         // The first resumes: its writes must not reach the slot taken over from it.
         assert!(!store.counters().hand_resume(&stalled, b"svc", T0, T0 + w.ttl()));
         store.increment(b"svc", &w, T0 + years).expect("not contended");
         assert_eq!(store.load(b"svc", &w, T0 + years).unwrap(), 2);
+    }
+
+    /// A store over arbitrary table words: whatever a segment file holds past a valid header,
+    /// every operation returns, without panicking (a panic would abort the PHP process) and
+    /// without reaching outside the mapping.
+    mod fuzz {
+        use super::*;
+        use proptest::collection::vec;
+        use proptest::prelude::*;
+        use std::fs::OpenOptions;
+        use std::os::unix::fs::FileExt;
+        use std::path::PathBuf;
+
+        const HEADER_BYTES: usize = crate::segment::HEADER_BYTES;
+
+        fn settings(max_services: u64) -> Settings {
+            Settings { max_services, max_key_length: 160 }
+        }
+
+        fn header_bytes(words: &[u64]) -> Vec<u8> {
+            words.iter().flat_map(|w| w.to_ne_bytes()).collect()
+        }
+
+        /// A fresh directory for segment files, removed when dropped.
+        struct TempDir(PathBuf);
+
+        impl TempDir {
+            fn new() -> Self {
+                let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
+                let dir = std::env::temp_dir().join(format!("ganesha_shm_store_test.{}.{nanos}", std::process::id()));
+                std::fs::create_dir(&dir).unwrap();
+                Self(dir)
+            }
+
+            fn file(&self, name: &str) -> PathBuf {
+                self.0.join(name)
+            }
+        }
+
+        impl Drop for TempDir {
+            fn drop(&mut self) {
+                let _ = std::fs::remove_dir_all(&self.0);
+            }
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig { cases: 150, failure_persistence: None, ..ProptestConfig::default() })]
+
+            #[test]
+            fn a_store_over_garbage_tables_never_panics(
+                garbage in vec((0u8..4, any::<u64>()), Layout::regions(settings(2)).total_words() - HEADER_BYTES / 8),
+                now in 0u64..4_000_000_000,
+            ) {
+                let dir = TempDir::new();
+                let path = dir.file("circuits");
+                let keys = [&b"svc.failure"[..], b"", &[0xff; 160]];
+                let window = Window::new(60, None).unwrap();
+                let exercise = |store: &Store<'_>| {
+                    for key in keys {
+                        let _ = store.increment(key, &window, now);
+                        let _ = store.load(key, &window, now);
+                        let _ = store.change_count(key, now, true, |count| count.saturating_sub(1));
+                        let _ = store.load_count(key, now);
+                        let _ = store.save_last_failure_time(key, now as i64, 60, now);
+                        let _ = store.claim_trial(key, now, 10, 60);
+                        let _ = store.peek_last_failure_time(key, now);
+                        let _ = store.save_status(key, 2, now);
+                        let _ = store.load_status(key, now);
+                    }
+                    let _ = store.live_keys(now);
+                    let _ = store.usage(now);
+                    let _ = store.remove_matching(|key| key.starts_with(b"svc"));
+                };
+                // real slots first, so that the damage below hits keys the store will look up
+                let open = || Segment::open_file(&path, Layout::regions(settings(2)), Layout::regions, 0o600).unwrap();
+                exercise(&Store::new(&open()));
+                let file = OpenOptions::new().read(true).write(true).open(&path).unwrap();
+                let mut bytes = vec![0; garbage.len() * 8];
+                file.read_exact_at(&mut bytes, HEADER_BYTES as u64).unwrap();
+                let damaged: Vec<u64> = bytes
+                    .chunks(8)
+                    .zip(&garbage)
+                    .map(|(word, &(how, noise))| {
+                        let word = u64::from_ne_bytes(word.try_into().unwrap());
+                        match how {
+                            0 => word,
+                            1 => word ^ noise,
+                            2 => noise % 300,
+                            _ => noise,
+                        }
+                    })
+                    .collect();
+                file.write_all_at(&header_bytes(&damaged), HEADER_BYTES as u64).unwrap();
+
+                let open = || Segment::open_file(&path, Layout::regions(settings(2)), Layout::regions, 0o600).unwrap();
+                exercise(&Store::new(&open()));
+            }
+        }
     }
 }

@@ -87,6 +87,14 @@ pub mod model {
             step();
             self.0.fetch_add(value, order)
         }
+        pub fn fetch_or(&self, value: u64, order: Ordering) -> u64 {
+            step();
+            self.0.fetch_or(value, order)
+        }
+        pub fn fetch_and(&self, value: u64, order: Ordering) -> u64 {
+            step();
+            self.0.fetch_and(value, order)
+        }
         pub fn fetch_max(&self, value: u64, order: Ordering) -> u64 {
             step();
             self.0.fetch_max(value, order)

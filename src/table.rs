@@ -365,8 +365,14 @@ impl Shape {
         slot_words(self.payload_words, key_words(self.max_key_length))
     }
 
+    /// Words of the occupancy bitmap: one bit a slot.
+    pub fn bitmap_words(&self) -> usize {
+        self.slots.div_ceil(64)
+    }
+
+    /// Words of the table: its occupancy bitmap, then its slots.
     pub fn words(&self) -> usize {
-        self.slots * self.slot_words()
+        self.bitmap_words() + self.slots * self.slot_words()
     }
 }
 
@@ -396,6 +402,10 @@ impl Claim<'_> {
 }
 
 pub struct Table<'a> {
+    /// One bit a slot, set when it is claimed, so that the calls that look at every key (usage,
+    /// listing, reset) visit the slots in use only and never touch the pages of the others. A
+    /// bit may stay set on a freed slot; such a call clears it (see `Table::occupied`).
+    bitmap: &'a [AtomicU64],
     words: &'a [AtomicU64],
     slots: usize,
     slot_words: usize,
@@ -428,12 +438,45 @@ impl<'a> Table<'a> {
         assert!(slots > 0, "a table needs at least one slot");
         assert!(max_key_length <= 0xffff, "key lengths are stored in 16 bits");
         let slot_words = shape.slot_words();
-        Self { words, slots, slot_words, payload_words, max_key_length, seed, checks_claimers, stats, init }
+        let (bitmap, words) = words.split_at(shape.bitmap_words());
+        Self { bitmap, words, slots, slot_words, payload_words, max_key_length, seed, checks_claimers, stats, init }
     }
 
-    #[cfg(test)]
-    pub fn slots(&self) -> usize {
-        self.slots
+    /// The indexes of the slots whose bit is set, with their tags (Acquire: the key read after is
+    /// the published one). A bit found on a FREE slot is cleared, then the tag read again: a claim
+    /// made meanwhile sets its bit after its tag, so if the clearing came after that setting,
+    /// the tag read here shows the claim (the setting is Release, the clearing AcqRel), and the
+    /// bit is set again; if before, the claim's own setting follows it.
+    fn occupied(&self) -> impl Iterator<Item = (usize, Slot<'a>, Tag)> + '_ {
+        self.bitmap.iter().enumerate().flat_map(move |(at, word)| {
+            // Acquire: pairs with the Release setting of a bit after a claim.
+            let mut bits = word.load(Ordering::Acquire);
+            std::iter::from_fn(move || {
+                while bits != 0 {
+                    let bit = bits.trailing_zeros() as usize;
+                    bits &= bits - 1;
+                    let index = at * 64 + bit;
+                    if index >= self.slots {
+                        return None;
+                    }
+                    let slot = self.slot(index);
+                    let tag = Tag(slot.tag().load(Ordering::Acquire));
+                    if tag.state() != State::Free {
+                        return Some((index, slot, tag));
+                    }
+                    // AcqRel: see above.
+                    word.fetch_and(!(1 << bit), Ordering::AcqRel);
+                    // Acquire: pairs with the claim's AcqRel compare-and-swap of the tag.
+                    let tag = Tag(slot.tag().load(Ordering::Acquire));
+                    if tag.state() != State::Free {
+                        // Release: as a claimer's own setting.
+                        word.fetch_or(1 << bit, Ordering::Release);
+                        return Some((index, slot, tag));
+                    }
+                }
+                None
+            })
+        })
     }
 
     fn slot(&self, index: usize) -> Slot<'a> {
@@ -594,6 +637,8 @@ impl<'a> Table<'a> {
         // AcqRel: the claim is ordered after whatever the previous owner wrote, and before
         // the writes below. Relaxed on failure: someone else took it; try the next slot.
         slot.tag().compare_exchange(seen.0, reserved.0, Ordering::AcqRel, Ordering::Relaxed).ok()?;
+        // Release: a scan that reads this bit reads the claim's tag (see `occupied`).
+        self.bitmap[index / 64].fetch_or(1 << (index % 64), Ordering::Release);
         Some(Claim { slot, index, home, distance, seen, reserved })
     }
 
@@ -724,14 +769,12 @@ impl<'a> Table<'a> {
 
     /// Frees every LIVE slot whose key satisfies `matches`; returns how many.
     pub fn remove_matching(&self, matches: impl Fn(&[u8]) -> bool) -> usize {
-        (0..self.slots).filter(|&index| self.remove_if(self.slot(index), &matches)).count()
+        self.occupied().filter(|&(_, slot, tag)| self.remove_if(slot, tag, &matches)).count()
     }
 
-    /// Frees `slot` if it is LIVE with a key that satisfies `matches`, retrying while its
-    /// lifetime is extended under us.
-    fn remove_if(&self, slot: Slot<'a>, matches: &impl Fn(&[u8]) -> bool) -> bool {
-        // Acquire: the key read below is the published one.
-        let mut tag = Tag(slot.tag().load(Ordering::Acquire));
+    /// Frees `slot`, seen with `tag`, if it is LIVE with a key that satisfies `matches`,
+    /// retrying while its lifetime is extended under us.
+    fn remove_if(&self, slot: Slot<'a>, mut tag: Tag, matches: &impl Fn(&[u8]) -> bool) -> bool {
         if tag.state() != State::Live || !slot.read_key(tag).is_some_and(|key| matches(&key)) {
             return false;
         }
@@ -754,11 +797,8 @@ impl<'a> Table<'a> {
 
     /// The keys of the LIVE slots whose data may not all have expired at `now`.
     pub fn live_keys(&self, now: u64) -> Vec<Vec<u8>> {
-        (0..self.slots)
-            .filter_map(|index| {
-                let slot = self.slot(index);
-                // Acquire: the key read below is the published one.
-                let tag = Tag(slot.tag().load(Ordering::Acquire));
+        self.occupied()
+            .filter_map(|(_, slot, tag)| {
                 (tag.state() == State::Live && !tag.claimable(now)).then(|| slot.read_key(tag)).flatten()
             })
             .collect()
@@ -767,9 +807,7 @@ impl<'a> Table<'a> {
     /// How the slots are used at `now`.
     pub fn usage(&self, now: u64) -> Usage {
         let mut usage = Usage::default();
-        for index in 0..self.slots {
-            // Relaxed: a snapshot for reporting.
-            let tag = Tag(self.slot(index).tag().load(Ordering::Relaxed));
+        for (_, _, tag) in self.occupied() {
             match tag.state() {
                 State::Free => {}
                 State::Live if tag.claimable(now) => usage.expired += 1,
@@ -803,17 +841,16 @@ pub(crate) struct HandClaim<'a>(Claim<'a>);
 
 #[cfg(test)]
 impl<'a> Table<'a> {
-    /// A claimer of `key` reserves a slot at `now` and stops there.
-    pub(crate) fn hand_reserve(&self, key: &[u8], now: u64) -> HandClaim<'a> {
-        let key = self.key(key).unwrap();
-        let home = key.home(self.slots);
-        let (distance, (index, slot)) = self
-            .probe(home, self.slots)
-            .enumerate()
-            .find(|(_, (_, slot))| slot.claimable(Tag(slot.tag().load(Ordering::SeqCst)), now, self.checks_claimers))
-            .unwrap();
-        let seen = Tag(slot.tag().load(Ordering::SeqCst));
-        HandClaim(self.reserve(slot, index, home, distance, seen, now).unwrap())
+    /// A claimer of `key` reserves a slot at `now` and stops there; `None` if no slot was free.
+    pub(crate) fn hand_reserve(&self, key: &[u8], now: u64) -> Option<HandClaim<'a>> {
+        let home = self.key(key).unwrap().home(self.slots);
+        self.probe(home, self.slots).enumerate().find_map(|(distance, (index, slot))| {
+            let seen = Tag(slot.tag().load(Ordering::SeqCst));
+            if !slot.claimable(seen, now, self.checks_claimers) {
+                return None;
+            }
+            self.reserve(slot, index, home, distance, seen, now).map(HandClaim)
+        })
     }
 
     /// The stopped claimer resumes and makes every remaining step; whether its key went LIVE.
@@ -995,8 +1032,8 @@ mod tests {
         let fixture = Fixture::new(2, 1, 1);
         let table = fixture.table();
         // A process killed while PENDING on one slot and while RESERVED on the other.
-        table.slot(0).tag().store(Tag::new(State::Pending, 1, 100).0, Ordering::Relaxed);
-        table.slot(1).tag().store(Tag::new(State::Reserved, 1, 100).0, Ordering::Relaxed);
+        put(&table, 0, Tag::new(State::Pending, 1, 100));
+        put(&table, 1, Tag::new(State::Reserved, 1, 100));
         assert_eq!(table.usage(100).claiming, 2);
         assert!(table.find_or_insert(b"a", 101, 200).is_err(), "both claims are recent");
         table.find_or_insert(b"a", 100 + PENDING_TIMEOUT + 1, 200).unwrap();
@@ -1010,7 +1047,7 @@ mod tests {
         let table = fixture.table();
         let dead = dead_pid();
         for (index, state) in [(0, State::Pending), (1, State::Reserved)] {
-            table.slot(index).tag().store(Tag::new(state, 5, 100).0, Ordering::Relaxed);
+            put(&table, index, Tag::new(state, 5, 100));
             table.slot(index).owner().store(5 << 32 | dead as u64, Ordering::Relaxed);
         }
         table.find_or_insert(b"a", 100, 200).unwrap();
@@ -1022,10 +1059,10 @@ mod tests {
     fn claims_whose_owner_is_alive_or_unknown_wait_for_their_timeout() {
         let fixture = Fixture::new(2, 1, 1);
         let table = fixture.table();
-        table.slot(0).tag().store(Tag::new(State::Reserved, 5, 100).0, Ordering::Relaxed);
+        put(&table, 0, Tag::new(State::Reserved, 5, 100));
         table.slot(0).owner().store(5 << 32 | std::process::id() as u64, Ordering::Relaxed);
         // the owner word of an older claim says nothing of this one
-        table.slot(1).tag().store(Tag::new(State::Pending, 6, 100).0, Ordering::Relaxed);
+        put(&table, 1, Tag::new(State::Pending, 6, 100));
         table.slot(1).owner().store(5 << 32 | dead_pid() as u64, Ordering::Relaxed);
         assert_eq!(table.find_or_insert(b"a", 101, 200).err(), Some(TableError::Full { slots: 2 }));
     }
@@ -1036,7 +1073,7 @@ mod tests {
         let unchecked = fixture.table_checking_claimers(false);
         let dead = dead_pid();
         for (index, state) in [(0, State::Pending), (1, State::Reserved)] {
-            unchecked.slot(index).tag().store(Tag::new(state, 5, 100).0, Ordering::Relaxed);
+            put(&unchecked, index, Tag::new(state, 5, 100));
             unchecked.slot(index).owner().store(5 << 32 | dead as u64, Ordering::Relaxed);
         }
         assert_eq!(unchecked.find_or_insert(b"a", 101, 200).err(), Some(TableError::Full { slots: 2 }));
@@ -1045,7 +1082,7 @@ mod tests {
         let claimed = unchecked.slot(0).owner().load(Ordering::Relaxed);
         assert_eq!(claimed as u32, 0);
         let checking = fixture.table();
-        checking.slot(0).tag().store(Tag::new(State::Reserved, (claimed >> 32) as u32, 300).0, Ordering::Relaxed);
+        put(&checking, 0, Tag::new(State::Reserved, (claimed >> 32) as u32, 300));
         assert!(!checking.slot(0).claimer_is_gone(Tag(checking.slot(0).tag().load(Ordering::Relaxed))));
     }
 
@@ -1144,6 +1181,12 @@ mod tests {
         assert_eq!(table.usage(0).live, 48, "one slot per key");
     }
 
+    /// Sets slot `index`'s tag by hand, as a process that made that claim (its bit set).
+    fn put(table: &Table<'_>, index: usize, tag: Tag) {
+        table.slot(index).tag().store(tag.0, Ordering::SeqCst);
+        table.bitmap[index / 64].fetch_or(1 << (index % 64), Ordering::SeqCst);
+    }
+
     fn holders(table: &Table<'_>, key: &[u8]) -> usize {
         table.holders(key)
     }
@@ -1165,13 +1208,13 @@ mod tests {
         let home = table.key(b"k").unwrap().home(4);
         let a = (home + 1) % 4;
         // home holds another key, so A, at 100, claims the next slot
-        table.slot(home).tag().store(Tag::new(State::Live, 1, 1000).0, Ordering::SeqCst);
+        put(&table, home, Tag::new(State::Live, 1, 1000));
         let key = table.key(b"k").unwrap();
         let claim = reserve_by_hand(&table, b"k", a, 100);
         table.record(&claim);
         assert!(table.write(&claim, &key) && table.publish(&claim));
         // A is descheduled for 3 s; home becomes free; C, at 103, inserts the key.
-        table.slot(home).tag().store(Tag::new(State::Free, 1, 0).0, Ordering::SeqCst);
+        put(&table, home, Tag::new(State::Free, 1, 0));
         table.find_or_insert(b"k", 103, 200).unwrap();
         // A resumes: finds no rival (or does), and tries to go LIVE.
         let _ = table.settle(&claim, &key, 100, 200);
@@ -1179,13 +1222,13 @@ mod tests {
         // Likewise when A's own check ran before C's and C's clock is the one ahead.
         let fixture = Fixture::new(4, 1, 1);
         let table = fixture.table_checking_claimers(false);
-        table.slot(home).tag().store(Tag::new(State::Live, 1, 1000).0, Ordering::SeqCst);
+        put(&table, home, Tag::new(State::Live, 1, 1000));
         let claim = reserve_by_hand(&table, b"k", a, 100);
         table.record(&claim);
         assert!(table.write(&claim, &key) && table.publish(&claim));
         fence(Ordering::SeqCst);
         assert!(!table.rival(&key, home, a, 100), "A sees no rival and is about to go LIVE");
-        table.slot(home).tag().store(Tag::new(State::Free, 1, 0).0, Ordering::SeqCst);
+        put(&table, home, Tag::new(State::Free, 1, 0));
         table.find_or_insert(b"k", 103, 200).unwrap();
         let published = table.slot(a).tag().compare_exchange(
             claim.pending().0,
@@ -1292,7 +1335,7 @@ mod tests {
         let fixture = Fixture::new(2, 1, 1);
         let table = fixture.table();
         let home = table.key(b"k").unwrap().home(2);
-        table.slot(1 - home).tag().store(Tag::new(State::Live, 1, 1000).0, Ordering::SeqCst);
+        put(&table, 1 - home, Tag::new(State::Live, 1, 1000));
         let key = table.key(b"k").unwrap();
         let claim = reserve_by_hand(&table, b"k", home, 100);
         table.record(&claim);
@@ -1349,7 +1392,36 @@ mod tests {
     fn claims_stamped_far_in_the_future_time_out() {
         let fixture = Fixture::new(1, 1, 1);
         let table = fixture.table_checking_claimers(false);
-        table.slot(0).tag().store(Tag::new(State::Reserved, 1, 100 + 10 * RESERVED_TIMEOUT).0, Ordering::SeqCst);
+        put(&table, 0, Tag::new(State::Reserved, 1, 100 + 10 * RESERVED_TIMEOUT));
         table.find_or_insert(b"k", 100, 200).expect("a claim from a clock that far ahead is stale");
+    }
+
+    /// The calls that look at every key visit the slots whose bit is set; a freed slot's bit is
+    /// cleared by the next of them, and a slot claimed again has it again.
+    #[test]
+    fn scans_visit_occupied_slots_only_and_clear_freed_ones() {
+        let fixture = Fixture::new(130, 1, 1);
+        let table = fixture.table();
+        let bits = |table: &Table<'_>| table.bitmap.iter().map(|w| w.load(Ordering::SeqCst).count_ones()).sum::<u32>();
+        assert_eq!((bits(&table), table.usage(0)), (0, Usage::default()));
+        for i in 0..40u8 {
+            table.find_or_insert(&[b'k', i], 0, 10).unwrap();
+        }
+        assert_eq!(bits(&table), 40);
+        assert_eq!(table.live_keys(0).len(), 40);
+        assert_eq!(table.remove_matching(|k| k[1] % 2 == 0), 20);
+        assert_eq!(bits(&table), 40, "freeing leaves the bit");
+        assert_eq!(table.usage(0).live, 20);
+        assert_eq!(bits(&table), 20, "the scan cleared the freed slots' bits");
+        table.find_or_insert(b"new", 0, 10).unwrap();
+        assert_eq!((bits(&table), table.usage(0).live), (21, 21));
+        // a bit cleared by a scan that raced a claim is set again when the claim shows
+        let index = (0..130).find(|&i| Tag(table.slot(i).tag().load(Ordering::SeqCst)).state() == State::Free).unwrap();
+        table.bitmap[index / 64].fetch_or(1 << (index % 64), Ordering::SeqCst);
+        put(&table, index, Tag::new(State::Reserved, 9, 0));
+        table.bitmap[index / 64].fetch_and(!(1 << (index % 64)), Ordering::SeqCst);
+        assert_eq!(table.usage(0).claiming, 0, "an unset bit hides the slot");
+        table.bitmap[index / 64].fetch_or(1 << (index % 64), Ordering::SeqCst);
+        assert_eq!(table.usage(0).claiming, 1);
     }
 }

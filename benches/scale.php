@@ -1,0 +1,138 @@
+<?php
+
+/**
+ * The scale section of the benchmark, for one capacity (ganesha_shm.max_services is read when
+ * PHP starts, so benches/scale.sh runs one process per capacity): prints one JSON object.
+ *
+ * - "observe": with 100 services stored, the time of one ganesha_shm_info(), snapshot() and
+ *   metrics(), and how much the process's RssShmem grew during the call (pages faulted in);
+ * - "ops": at 10 %, 50 % and 100 % of max_services stored (three counters each), the median time
+ *   of increment() and load() on an existing key, load() of an absent key, and (when full) of a
+ *   new key refused.
+ *
+ * Times are medians over repetitions of batches, in nanoseconds per call, as benches/bench.php
+ * measures.
+ */
+
+declare(strict_types=1);
+
+$ganeshaMissing = require __DIR__ . '/../tests/autoload.php';
+
+use Ackintosh\Ganesha\Builder;
+use Zeusi\GaneshaShmAdapter\SlidingTimeWindowShm;
+
+const REPETITIONS = 7;
+const BATCH = 2_000;
+
+if ($ganeshaMissing !== null) {
+    \fwrite(\STDERR, "scale: {$ganeshaMissing}\n");
+    exit(1);
+}
+$capacity = (int) \ini_get('ganesha_shm.max_services');
+// Services are stored by an adapter on a clock frozen a year ahead: filling a large store near
+// full takes longer than the time window, and the keys stored first must not expire before the
+// last ones. The measured calls use the real clock, for which that data never expires.
+const FILL_AT = 1_800_000_000 + 365 * 86_400;
+$adapter = new SlidingTimeWindowShm();
+$filler = new SlidingTimeWindowShm(clock: static fn (): int => FILL_AT);
+// Ganesha's Builder gives the adapters their context (snapshot() and metrics() need its thresholds).
+foreach ([$adapter, $filler] as $configured) {
+    Builder::withRateStrategy()
+        ->adapter($configured)
+        ->timeWindow(60)
+        ->failureRateThreshold(50)
+        ->minimumRequests(10)
+        ->intervalToHalfOpen(5)
+        ->build();
+}
+
+function rssShmemKb(): int
+{
+    $status = (string) \file_get_contents('/proc/self/status');
+
+    return \preg_match('/^RssShmem:\s+(\d+) kB/m', $status, $m) === 1 ? (int) $m[1] : -1;
+}
+
+/** @param \Closure(): void $call */
+function once(\Closure $call): array
+{
+    $rss = rssShmemKb();
+    $start = \hrtime(true);
+    $call();
+    $ns = \hrtime(true) - $start;
+
+    return ['ms' => \round($ns / 1e6, 3), 'rss_kb' => rssShmemKb() - $rss];
+}
+
+/** @param \Closure(int): void $call called with 0..BATCH-1 */
+function perCall(\Closure $call): float
+{
+    $samples = [];
+    for ($r = 0; $r < REPETITIONS; $r++) {
+        $start = \hrtime(true);
+        for ($i = 0; $i < BATCH; $i++) {
+            $call($i);
+        }
+        $samples[] = (\hrtime(true) - $start) / BATCH;
+    }
+    \sort($samples);
+
+    return \round($samples[\intdiv(REPETITIONS, 2)], 1);
+}
+
+function serviceKeys(int $service): array
+{
+    return ["ganesha_s{$service}_success", "ganesha_s{$service}_failure", "ganesha_s{$service}_rejection"];
+}
+
+$stored = 0;
+$store = static function (int $upTo) use (&$stored, $filler): void {
+    for (; $stored < $upTo; $stored++) {
+        foreach (serviceKeys($stored) as $key) {
+            $filler->increment($key);
+        }
+    }
+};
+
+$result = ['capacity' => $capacity, 'observe' => [], 'ops' => []];
+
+$store(\min(100, $capacity));
+$result['observe'] = [
+    'info' => once(static function (): void { \ganesha_shm_info(); }),
+    'snapshot' => once(static function () use ($adapter): void { $adapter->snapshot(); }),
+    'metrics' => once(static function () use ($adapter): void { $adapter->metrics(); }),
+];
+
+$percents = \array_map('intval', \explode(' ', (string) (\getenv('PERCENTS') ?: '10 50 100')));
+foreach ($percents as $percent) {
+    $store(\intdiv($capacity * $percent, 100));
+    $existing = \max(1, $stored);
+    $row = [
+        'increment' => perCall(static function (int $i) use ($adapter, $existing): void {
+            $adapter->increment(serviceKeys(($i * 7919) % $existing)[0]);
+        }),
+        'load' => perCall(static function (int $i) use ($adapter, $existing): void {
+            $adapter->load(serviceKeys(($i * 7919) % $existing)[1]);
+        }),
+        'absent_load' => perCall(static function (int $i) use ($adapter): void {
+            $adapter->load("ganesha_absent{$i}_failure");
+        }),
+    ];
+    if ($percent === 100) {
+        try {
+            $adapter->increment('ganesha_new_failure');
+            $row['refused'] = 'not refused';
+        } catch (\RuntimeException $e) {
+            $row['refused'] = $e->getMessage();
+        }
+        $row['new_key_when_full'] = perCall(static function (int $i) use ($adapter): void {
+            try {
+                $adapter->increment("ganesha_new{$i}_failure");
+            } catch (\RuntimeException) {
+            }
+        });
+    }
+    $result['ops'][$percent] = $row;
+}
+
+echo \json_encode($result), "\n";
