@@ -618,13 +618,14 @@ mod tests {
     fn layout_of_the_default_settings() {
         let layout = Layout::new(Settings { max_services: 1024, max_key_length: 160 });
         assert_eq!(layout.counters.slots, 3072);
-        // header 4 + last failure 2 + count 1 + ring 122 + key 27 words
-        assert_eq!(layout.counters.slot_words() * 8, 1248);
-        assert_eq!(layout.statuses.slot_words() * 8, 264);
-        assert_eq!(layout.bytes_per_service(), 4008);
+        // header 4 + last failure 2 + count 1 + totals 2 + ring 122 + key 27 words
+        assert_eq!(layout.counters.slot_words() * 8, 1264);
+        // header 4 + status 2 + totals 2 + key 27 words
+        assert_eq!(layout.statuses.slot_words() * 8, 280);
+        assert_eq!(layout.bytes_per_service(), 4072);
         assert!(layout.bytes_per_service() <= 4096, "at most 4 KB a service");
-        assert_eq!(layout.segment_bytes(), 128 + 384 + 3072 * 1248 + 128 + 1024 * 264);
-        assert_eq!(layout.segment_bytes(), 4_104_832);
+        assert_eq!(layout.segment_bytes(), 128 + 384 + 3072 * 1264 + 128 + 1024 * 280);
+        assert_eq!(layout.segment_bytes(), 4_170_368);
     }
 
     #[test]
