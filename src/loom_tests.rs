@@ -61,14 +61,17 @@ fn window() -> Window {
     Window::new(4, Some(2)).unwrap()
 }
 
-/// Runs `scenario` under loom, counting the interleavings.
+/// Runs `scenario` under loom, counting the interleavings: its own count, so that scenarios
+/// run on several test threads at once are counted apart.
 fn model(name: &str, scenario: impl Fn() + Sync + Send + 'static) {
-    let before = EXPLORED.load(std::sync::atomic::Ordering::Relaxed);
+    let runs = Arc::new(AtomicUsize::new(0));
+    let counted = Arc::clone(&runs);
     loom::model(move || {
-        EXPLORED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        counted.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         scenario();
     });
-    let explored = EXPLORED.load(std::sync::atomic::Ordering::Relaxed) - before;
+    let explored = runs.load(std::sync::atomic::Ordering::Relaxed);
+    EXPLORED.fetch_add(explored, std::sync::atomic::Ordering::Relaxed);
     println!("model-check: {name}: {explored} interleavings");
 }
 
@@ -81,15 +84,16 @@ fn stop_preemptions() -> usize {
 /// Runs `scenario(n)` for every stop point `n` of its stopped thread, until a run in which that
 /// thread completes: `scenario` returns whether it did, in every interleaving.
 fn model_stopping(name: &str, scenario: impl Fn(u32) -> bool + Sync + Send + Copy + 'static) {
-    let before = EXPLORED.load(std::sync::atomic::Ordering::Relaxed);
+    let runs = Arc::new(AtomicUsize::new(0));
     let mut stops = 0;
     for n in 0.. {
         let completed = Arc::new(std::sync::atomic::AtomicBool::new(true));
         let seen = Arc::clone(&completed);
+        let counted = Arc::clone(&runs);
         let mut builder = loom::model::Builder::new();
         builder.preemption_bound = Some(stop_preemptions());
         builder.check(move || {
-            EXPLORED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            counted.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             if !scenario(n) {
                 seen.store(false, std::sync::atomic::Ordering::Relaxed);
             }
@@ -100,7 +104,8 @@ fn model_stopping(name: &str, scenario: impl Fn(u32) -> bool + Sync + Send + Cop
         }
         assert!(n < 2_000, "{name}: the stopped thread never completes");
     }
-    let explored = EXPLORED.load(std::sync::atomic::Ordering::Relaxed) - before;
+    let explored = runs.load(std::sync::atomic::Ordering::Relaxed);
+    EXPLORED.fetch_add(explored, std::sync::atomic::Ordering::Relaxed);
     println!("model-check: {name}: {explored} interleavings over {stops} stop points (preemption bound {})", stop_preemptions());
 }
 
@@ -320,7 +325,8 @@ fn a_scan_racing_a_claim_never_hides_the_claimed_slot() {
     });
 }
 
-/// Prints the total (run last by the script, with `--test-threads 1`).
+/// Prints the total of the scenarios run so far in this process (tests/model-check.sh, which
+/// runs them in parallel, skips it and sums their lines itself).
 #[test]
 fn zz_report() {
     println!("model-check: total so far in this process: {} interleavings", EXPLORED.load(std::sync::atomic::Ordering::Relaxed));

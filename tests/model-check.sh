@@ -14,6 +14,11 @@ export RUSTFLAGS="--cfg loom"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR_LOOM:-target/loom}"
 started=$SECONDS
 status=0
-cargo test --release --lib loom_tests -- --nocapture --test-threads 1 || status=$?
-echo "model-check: LOOM_MAX_PREEMPTIONS=$LOOM_MAX_PREEMPTIONS, $((SECONDS - started)) s, $([ "$status" = 0 ] && echo passed || echo FAILED)"
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+# The scenarios are independent models: one per CPU at a time.
+cargo test --release --lib loom_tests -- --nocapture --test-threads "$(nproc)" --skip zz_report 2>&1 | tee "$log" ||
+    status=$?
+total=$(sed -nE 's/^.*model-check: .*: ([0-9]+) interleavings.*$/\1/p' "$log" | awk '{ sum += $1 } END { print sum + 0 }')
+echo "model-check: $total interleavings in all, LOOM_MAX_PREEMPTIONS=$LOOM_MAX_PREEMPTIONS, $((SECONDS - started)) s, $([ "$status" = 0 ] && echo passed || echo FAILED)"
 exit "$status"
