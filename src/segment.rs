@@ -499,7 +499,7 @@ fn random_seed() -> u64 {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     pub(crate) fn settings(max_services: u64) -> Settings {
@@ -550,17 +550,17 @@ mod tests {
     }
 
     /// A fresh directory for segment files, removed when dropped.
-    struct TempDir(PathBuf);
+    pub(crate) struct TempDir(PathBuf);
 
     impl TempDir {
-        fn new() -> Self {
+        pub(crate) fn new() -> Self {
             let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
             let dir = std::env::temp_dir().join(format!("ganesha_shm_test.{}.{nanos}", std::process::id()));
             std::fs::create_dir(&dir).unwrap();
             Self(dir)
         }
 
-        fn file(&self, name: &str) -> PathBuf {
+        pub(crate) fn file(&self, name: &str) -> PathBuf {
             self.0.join(name)
         }
     }

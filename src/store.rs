@@ -1014,7 +1014,8 @@ mod tests {
         use proptest::prelude::*;
         use std::fs::OpenOptions;
         use std::os::unix::fs::FileExt;
-        use std::path::PathBuf;
+
+        use crate::segment::tests::TempDir;
 
         const HEADER_BYTES: usize = crate::segment::HEADER_BYTES;
 
@@ -1024,28 +1025,6 @@ mod tests {
 
         fn header_bytes(words: &[u64]) -> Vec<u8> {
             words.iter().flat_map(|w| w.to_ne_bytes()).collect()
-        }
-
-        /// A fresh directory for segment files, removed when dropped.
-        struct TempDir(PathBuf);
-
-        impl TempDir {
-            fn new() -> Self {
-                let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
-                let dir = std::env::temp_dir().join(format!("ganesha_shm_store_test.{}.{nanos}", std::process::id()));
-                std::fs::create_dir(&dir).unwrap();
-                Self(dir)
-            }
-
-            fn file(&self, name: &str) -> PathBuf {
-                self.0.join(name)
-            }
-        }
-
-        impl Drop for TempDir {
-            fn drop(&mut self) {
-                let _ = std::fs::remove_dir_all(&self.0);
-            }
         }
 
         proptest! {
