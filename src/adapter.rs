@@ -709,7 +709,7 @@ mod hot {
     }
 
     /// Runs `method` for the call in `ex`, and `set` with its result.
-    fn call<R: Rest, T>(ex: &mut ExecuteData, retval: &mut Zval, method: Method<R, T>, set: fn(&mut Zval, T)) {
+    fn call<R: Rest, T>(ex: &mut ExecuteData, retval: &mut Zval, method: Method<R, T>, set: impl Fn(&mut Zval, T)) {
         // A panic must not unwind out of an `extern "C"` function: it is thrown as
         // ext-php-rs's handlers throw one.
         match catch_unwind(AssertUnwindSafe(|| unguarded(ex, method))) {
@@ -741,7 +741,7 @@ mod hot {
     }
 
     /// Every other case, as ext-php-rs's generated handler would run it.
-    fn guarded<R: Rest, T>(ex: &mut ExecuteData, retval: &mut Zval, method: Method<R, T>, set: fn(&mut Zval, T)) {
+    fn guarded<R: Rest, T>(ex: &mut ExecuteData, retval: &mut Zval, method: Method<R, T>, set: impl Fn(&mut Zval, T)) {
         let expected = arguments::<R>();
         // SAFETY: as in `unguarded`.
         if unsafe { ex.This.u2.num_args } != expected {

@@ -80,38 +80,30 @@ pub fn exposition(services: &[ServiceView], store: &[(String, u64, &str)]) -> St
             }
         }
     };
-    family(
+    // Requests by outcome: in the current window, and since the counters were created.
+    let by_outcome = |out: &mut String, name: &str, kind: &str, help: &str, counts: &dyn Fn(&ServiceView) -> [u64; 3]| {
+        family(out, name, kind, help);
+        for view in services {
+            let service = label(&view.service);
+            for (outcome, count) in ["failure", "success", "rejection"].into_iter().zip(counts(view)) {
+                let _ = writeln!(out, "{name}{{service=\"{service}\",outcome=\"{outcome}\"}} {count}");
+            }
+        }
+    };
+    by_outcome(
         &mut out,
         "ganesha_shm_requests",
         "gauge",
         "Requests of a service in its current time window, by outcome (Count strategy: the failure counter).",
+        &|v| [v.figures.failures, v.figures.successes, v.figures.rejections],
     );
-    for view in services {
-        let service = label(&view.service);
-        for (outcome, count) in [
-            ("failure", view.figures.failures),
-            ("success", view.figures.successes),
-            ("rejection", view.figures.rejections),
-        ] {
-            let _ = writeln!(out, "ganesha_shm_requests{{service=\"{service}\",outcome=\"{outcome}\"}} {count}");
-        }
-    }
-    family(
+    by_outcome(
         &mut out,
         "ganesha_shm_requests_total",
         "counter",
         "Requests of a service since its counters were created, by outcome (Count strategy: failures).",
+        &|v| [v.totals.failures, v.totals.successes, v.totals.rejections],
     );
-    for view in services {
-        let service = label(&view.service);
-        for (outcome, count) in [
-            ("failure", view.totals.failures),
-            ("success", view.totals.successes),
-            ("rejection", view.totals.rejections),
-        ] {
-            let _ = writeln!(out, "ganesha_shm_requests_total{{service=\"{service}\",outcome=\"{outcome}\"}} {count}");
-        }
-    }
     for (name, help, total) in [
         ("ganesha_shm_trips_total", "Times the circuit of a service opened (a tripped status saved over another).", (|t: &ServiceTotals| t.trips) as fn(&ServiceTotals) -> u64),
         ("ganesha_shm_calm_downs_total", "Times the circuit of a service closed again (a calmed-down status saved over the tripped one).", |t| t.calm_downs),
