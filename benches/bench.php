@@ -437,7 +437,7 @@ function memory(bool $withGanesha, array $contenders): ?int
     $measured = (int) \round(($counters * $after['counter_slot_bytes'] + $statuses * $after['status_slot_bytes']) / $n);
     $rows = [['adapter', 'bytes/service', 'how it is counted']];
     $rows[] = ['SlidingTimeWindowShm', \number_format($after['bytes_per_service']) . ' B',
-        \sprintf('ganesha_shm_info()[bytes_per_service]: 3 × %s B counter slot + %s B status slot',
+        \sprintf('ganesha_shm_info()[bytes_per_service]: 3 × %s B counter slot + %s B status slot, with half as many again of headroom',
             \number_format($after['counter_slot_bytes']), \number_format($after['status_slot_bytes']))];
     $rows[] = ['', \number_format($measured) . ' B', \sprintf('measured: +%d counter slots × %s B + %d status slots × %s B, / %d services%s',
         $counters, \number_format($after['counter_slot_bytes']), $statuses, \number_format($after['status_slot_bytes']), $n,

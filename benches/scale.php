@@ -8,7 +8,9 @@
  *   metrics(), and how much the process's RssShmem grew during the call (pages faulted in);
  * - "ops": at 10 %, 50 % and 100 % of max_services stored (three counters each), the median time
  *   of increment() and load() on an existing key, load() of an absent key, and (when full) of a
- *   new key refused.
+ *   new key refused;
+ * - "churn" (after 100 %): every service stored so far expires, 10 % of max_services new ones
+ *   are stored, and the same calls are timed on those: what lookups cost after churn.
  *
  * Times are medians over repetitions of batches, in nanoseconds per call, as benches/bench.php
  * measures.
@@ -68,12 +70,15 @@ function once(\Closure $call): array
 function perCall(\Closure $call): float
 {
     $samples = [];
-    for ($r = 0; $r < REPETITIONS; $r++) {
+    // One batch first, not counted: the calls right after filling the store run on cold caches.
+    for ($r = -1; $r < REPETITIONS; $r++) {
         $start = \hrtime(true);
         for ($i = 0; $i < BATCH; $i++) {
             $call($i);
         }
-        $samples[] = (\hrtime(true) - $start) / BATCH;
+        if ($r >= 0) {
+            $samples[] = (\hrtime(true) - $start) / BATCH;
+        }
     }
     \sort($samples);
 
@@ -133,6 +138,30 @@ foreach ($percents as $percent) {
         });
     }
     $result['ops'][$percent] = $row;
+}
+
+if (\in_array(100, $percents, true)) {
+    // Every key stored so far has expired by then: its data's TTL is the window and a bucket.
+    $later = new SlidingTimeWindowShm(clock: static fn (): int => FILL_AT + 3 * 86_400);
+    Builder::withRateStrategy()->adapter($later)->timeWindow(60)->failureRateThreshold(50)
+        ->minimumRequests(10)->intervalToHalfOpen(5)->build();
+    $fresh = \intdiv($capacity, 10);
+    for ($service = 0; $service < $fresh; $service++) {
+        foreach (serviceKeys($capacity + $service) as $key) {
+            $later->increment($key);
+        }
+    }
+    $result['churn'] = [
+        'increment' => perCall(static function (int $i) use ($later, $capacity, $fresh): void {
+            $later->increment(serviceKeys($capacity + ($i * 7919) % \max(1, $fresh))[0]);
+        }),
+        'load' => perCall(static function (int $i) use ($later, $capacity, $fresh): void {
+            $later->load(serviceKeys($capacity + ($i * 7919) % \max(1, $fresh))[1]);
+        }),
+        'absent_load' => perCall(static function (int $i) use ($later): void {
+            $later->load("ganesha_absent{$i}_failure");
+        }),
+    ];
 }
 
 echo \json_encode($result), "\n";

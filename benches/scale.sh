@@ -3,13 +3,13 @@
 # capacity. For max_services of 1k, 100k and 1M (one PHP process each: the setting is read at
 # startup), prints the time and RssShmem growth of ganesha_shm_info(), snapshot() and metrics()
 # with 100 services stored, then the cost of increment, load, an absent load and a refused new
-# key at 10, 50 and 100 % of max_services stored. Medians of 7 batches, as benches/run.sh.
+# key at 10, 50 and 100 % of max_services stored, and after churn: once all of them have expired
+# and 10 % new ones are stored. Medians of 7 batches, as benches/run.sh.
 #
 #   bash benches/scale.sh            # CAPACITIES="1000 100000", PERCENTS="10 50" to choose
 #
-# The 1M row fills up to 4 GB of shared memory, and filling it past about 90 % takes many
-# minutes (each new key probes a long run of taken slots: what bounded probes are to fix). Needs Ganesha (vendor/ or GANESHA_DIR), as
-# benches/run.sh. Builds the extension; installs nothing.
+# The 1M row fills up to 6 GB of shared memory (the segment with its headroom). Needs Ganesha
+# (vendor/ or GANESHA_DIR), as benches/run.sh. Builds the extension; installs nothing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -35,6 +35,10 @@ echo "| max_services | stored | increment | load | absent load | new key, full |
 foreach ($rows as $r) {
     foreach ($r["ops"] as $percent => $o) {
         printf("| %s | %d %% | %.0f | %.0f | %.0f | %s |\n", number_format($r["capacity"]), $percent, $o["increment"], $o["load"], $o["absent_load"], isset($o["new_key_when_full"]) ? sprintf("%.0f (%s)", $o["new_key_when_full"], $o["refused"] === "not refused" ? "NOT refused" : "refused") : "");
+    }
+    if (isset($r["churn"])) {
+        $o = $r["churn"];
+        printf("| %s | 10 %% after churn | %.0f | %.0f | %.0f | |\n", number_format($r["capacity"]), $o["increment"], $o["load"], $o["absent_load"]);
     }
 }
 '

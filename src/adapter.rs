@@ -31,7 +31,6 @@ use crate::store::{StoreError, TableKind};
 use crate::table::TableError;
 use crate::window::{self, timed, CountWord, Window, WindowError};
 
-
 /// The storage keys of one Ganesha configuration: what `reset()` may delete.
 struct StorageKeys {
     prefix: Vec<u8>,
@@ -450,7 +449,8 @@ impl AbstractSlidingTimeWindowShm {
                         let counts = |suffix: &[u8]| {
                             store.bucket_counts(&key(&service, suffix), window, now).map_err(storage_error)
                         };
-                        let (failures, successes, rejections) = (counts(failure)?, counts(success)?, counts(rejection)?);
+                        let (failures, successes, rejections) =
+                            (counts(failure)?, counts(success)?, counts(rejection)?);
                         let bucket_duration = window.bucket_duration();
                         Some(
                             failures
@@ -509,15 +509,23 @@ fn storage_error(StoreError { table, error }: StoreError) -> PhpException {
              raise {INI_MAX_KEY_LENGTH} in php.ini (a key is Ganesha's prefix, the service name and a suffix)"
         ),
         TableError::Full { slots } => {
-            let what = match table {
-                TableKind::Counters => "counter slots (3 per service)",
-                TableKind::Statuses => "status slots (1 per service)",
+            // Built once per table: a store at its capacity may refuse every request, and the
+            // message never changes in a process (the capacity is fixed at startup).
+            static FULL: [once_cell::sync::OnceCell<String>; 2] =
+                [once_cell::sync::OnceCell::new(), once_cell::sync::OnceCell::new()];
+            let (index, what) = match table {
+                TableKind::Counters => (0, "counter slots (3 per service)"),
+                TableKind::Statuses => (1, "status slots (1 per service)"),
             };
-            format!(
-                "ganesha_shm: the store is full: all {slots} {what} hold unexpired data; \
-                 raise {INI_MAX_SERVICES} in php.ini (now {})",
-                process::max_services()
-            )
+            FULL[index]
+                .get_or_init(|| {
+                    format!(
+                        "ganesha_shm: the store is full: {slots} {what} hold unexpired data; \
+                         raise {INI_MAX_SERVICES} in php.ini (now {})",
+                        process::max_services()
+                    )
+                })
+                .clone()
         }
         TableError::Contended => {
             "ganesha_shm: too many processes raced to create the same key at once; try again".into()
@@ -681,7 +689,9 @@ mod hot {
         call(
             ex,
             retval,
-            |this, service, Int::<true>(time), configured, now| this.save_last_failure_time_at(service, time, configured, now),
+            |this, service, Int::<true>(time), configured, now| {
+                this.save_last_failure_time_at(service, time, configured, now)
+            },
             set_null,
         );
     }
@@ -690,7 +700,9 @@ mod hot {
         call(
             ex,
             retval,
-            |this, service, Int::<false>(status), configured, now| this.save_status_at(service, status, configured, now),
+            |this, service, Int::<false>(status), configured, now| {
+                this.save_status_at(service, status, configured, now)
+            },
             set_null,
         );
     }
@@ -801,7 +813,9 @@ mod tests {
         assert_eq!(integer_key(b"-12"), Some(-12));
         assert_eq!(integer_key(b"9223372036854775807"), Some(i64::MAX));
         assert_eq!(integer_key(b"-9223372036854775808"), Some(i64::MIN));
-        for string in [&b""[..], b"-0", b"012", b"+1", b"1 ", b" 1", b"1.0", b"9223372036854775808", b"-", b"1e3", b"\xff"] {
+        for string in
+            [&b""[..], b"-0", b"012", b"+1", b"1 ", b" 1", b"1.0", b"9223372036854775808", b"-", b"1e3", b"\xff"]
+        {
             assert_eq!(integer_key(string), None, "{:?}", String::from_utf8_lossy(string));
         }
     }

@@ -33,17 +33,21 @@ struct Fixture {
 }
 
 fn counter_shape() -> Shape {
-    Shape { slots: COUNTER_SLOTS, payload_words: COUNTER_PAYLOAD_WORDS, max_key_length: 6 }
+    Shape { slots: COUNTER_SLOTS, capacity: COUNTER_SLOTS, payload_words: COUNTER_PAYLOAD_WORDS, max_key_length: 6 }
 }
 
 fn status_shape() -> Shape {
-    Shape { slots: 1, payload_words: STATUS_PAYLOAD_WORDS, max_key_length: 6 }
+    Shape { slots: 1, capacity: 1, payload_words: STATUS_PAYLOAD_WORDS, max_key_length: 6 }
 }
 
 impl Fixture {
     fn new() -> Arc<Self> {
         let words = |n: usize| (0..n).map(|_| AtomicU64::new(0)).collect();
-        Arc::new(Self { counters: words(counter_shape().words()), statuses: words(status_shape().words()), stats: words(3) })
+        Arc::new(Self {
+            counters: words(counter_shape().words()),
+            statuses: words(status_shape().words()),
+            stats: words(3),
+        })
     }
 
     /// The store as one process sees it.
@@ -106,7 +110,10 @@ fn model_stopping(name: &str, scenario: impl Fn(u32) -> bool + Sync + Send + Cop
     }
     let explored = runs.load(std::sync::atomic::Ordering::Relaxed);
     EXPLORED.fetch_add(explored, std::sync::atomic::Ordering::Relaxed);
-    println!("model-check: {name}: {explored} interleavings over {stops} stop points (preemption bound {})", stop_preemptions());
+    println!(
+        "model-check: {name}: {explored} interleavings over {stops} stop points (preemption bound {})",
+        stop_preemptions()
+    );
 }
 
 /// How many slots of the fixture's counter table a load through `store` finds for `key`: the
@@ -173,7 +180,9 @@ fn a_writer_stopped_at_any_step_never_counts_into_a_recycled_slot() {
         }
         let stopped = {
             let fixture = Arc::clone(&fixture);
-            loom::thread::spawn(move || run_stopping_after(Some(n), || fixture.store().increment(b"old", &window(), 100)))
+            loom::thread::spawn(move || {
+                run_stopping_after(Some(n), || fixture.store().increment(b"old", &window(), 100))
+            })
         };
         let other = {
             let fixture = Arc::clone(&fixture);
@@ -257,7 +266,9 @@ fn count_changes_are_exact() {
         fixture.store().change_count(b"c", 100, true, |_| 1).unwrap();
         let up = {
             let fixture = Arc::clone(&fixture);
-            loom::thread::spawn(move || run_stopping_after(Some(n), || fixture.store().change_count(b"c", 100, true, |c| c + 1)))
+            loom::thread::spawn(move || {
+                run_stopping_after(Some(n), || fixture.store().change_count(b"c", 100, true, |c| c + 1))
+            })
         };
         let down = {
             let fixture = Arc::clone(&fixture);
@@ -325,9 +336,53 @@ fn a_scan_racing_a_claim_never_hides_the_claimed_slot() {
     });
 }
 
+/// A sweep lowering a home's reach while a process places a key of that home past it: the key
+/// is found afterwards, and by the lookups racing them it is found or not yet there, never lost.
+#[test]
+fn a_sweep_shrinking_a_reach_never_hides_a_key_claimed_meanwhile() {
+    model("a sweep lowering a reach while a key is placed past the home", || {
+        let fixture = Fixture::new();
+        let table = || {
+            let stats = Stats::new(&fixture.stats);
+            Table::new(&fixture.counters, counter_shape(), 7, false, stats, init_counter)
+        };
+        let home = table().home_of(b"a");
+        let [near, far] = same_home_keys(&table(), home);
+        {
+            // "a" holds the home; `near`, placed one farther, was removed: the reach is stale
+            let table = table();
+            table.find_or_insert(b"a", 100, 200).unwrap();
+            table.find_or_insert(&near, 100, 200).unwrap();
+            table.remove_matching(|key| key == near.as_slice());
+        }
+        let claimer = {
+            let (fixture, far) = (Arc::clone(&fixture), far.clone());
+            loom::thread::spawn(move || {
+                let stats = Stats::new(&fixture.stats);
+                let table = Table::new(&fixture.counters, counter_shape(), 7, false, stats, init_counter);
+                table.find_or_insert(&far, 101, 200).map(|_| ())
+            })
+        };
+        table().shrink_reach_of(home);
+        assert_eq!(claimer.join().unwrap(), Ok(()));
+        let table = table();
+        assert!(table.find(&far).unwrap().is_some(), "the key claimed during the sweep is found");
+        assert_eq!(table.holders(&far), 1);
+    });
+}
+
+/// Two keys other than "a" with the same home as "a" in the fixture's counter table.
+fn same_home_keys(table: &Table<'_>, home: usize) -> [Vec<u8>; 2] {
+    let mut keys = (0u8..).map(|i| vec![b'k', i]).filter(|key| table.home_of(key) == home);
+    [keys.next().unwrap(), keys.next().unwrap()]
+}
+
 /// Prints the total of the scenarios run so far in this process (tests/model-check.sh, which
 /// runs them in parallel, skips it and sums their lines itself).
 #[test]
 fn zz_report() {
-    println!("model-check: total so far in this process: {} interleavings", EXPLORED.load(std::sync::atomic::Ordering::Relaxed));
+    println!(
+        "model-check: total so far in this process: {} interleavings",
+        EXPLORED.load(std::sync::atomic::Ordering::Relaxed)
+    );
 }

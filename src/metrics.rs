@@ -81,15 +81,16 @@ pub fn exposition(services: &[ServiceView], store: &[(String, u64, &str)]) -> St
         }
     };
     // Requests by outcome: in the current window, and since the counters were created.
-    let by_outcome = |out: &mut String, name: &str, kind: &str, help: &str, counts: &dyn Fn(&ServiceView) -> [u64; 3]| {
-        family(out, name, kind, help);
-        for view in services {
-            let service = label(&view.service);
-            for (outcome, count) in ["failure", "success", "rejection"].into_iter().zip(counts(view)) {
-                let _ = writeln!(out, "{name}{{service=\"{service}\",outcome=\"{outcome}\"}} {count}");
+    let by_outcome =
+        |out: &mut String, name: &str, kind: &str, help: &str, counts: &dyn Fn(&ServiceView) -> [u64; 3]| {
+            family(out, name, kind, help);
+            for view in services {
+                let service = label(&view.service);
+                for (outcome, count) in ["failure", "success", "rejection"].into_iter().zip(counts(view)) {
+                    let _ = writeln!(out, "{name}{{service=\"{service}\",outcome=\"{outcome}\"}} {count}");
+                }
             }
-        }
-    };
+        };
     by_outcome(
         &mut out,
         "ganesha_shm_requests",
@@ -105,8 +106,16 @@ pub fn exposition(services: &[ServiceView], store: &[(String, u64, &str)]) -> St
         &|v| [v.totals.failures, v.totals.successes, v.totals.rejections],
     );
     for (name, help, total) in [
-        ("ganesha_shm_trips_total", "Times the circuit of a service opened (a tripped status saved over another).", (|t: &ServiceTotals| t.trips) as fn(&ServiceTotals) -> u64),
-        ("ganesha_shm_calm_downs_total", "Times the circuit of a service closed again (a calmed-down status saved over the tripped one).", |t| t.calm_downs),
+        (
+            "ganesha_shm_trips_total",
+            "Times the circuit of a service opened (a tripped status saved over another).",
+            (|t: &ServiceTotals| t.trips) as fn(&ServiceTotals) -> u64,
+        ),
+        (
+            "ganesha_shm_calm_downs_total",
+            "Times the circuit of a service closed again (a calmed-down status saved over the tripped one).",
+            |t| t.calm_downs,
+        ),
         ("ganesha_shm_half_open_trials_total", "Half-open trials admitted for a service.", |t| t.trials),
     ] {
         family(&mut out, name, "counter", help);
@@ -173,8 +182,9 @@ pub fn exposition(services: &[ServiceView], store: &[(String, u64, &str)]) -> St
 
 /// A figure of one table of the store, as its family, table and the family's help.
 fn per_table(name: &str) -> Option<(&str, &'static str, &'static str)> {
-    const FAMILIES: [(&str, &str); 3] = [
-        ("slots", "Slots of a table: counters (3 per service) or statuses (1 per service)."),
+    const FAMILIES: [(&str, &str); 4] = [
+        ("slots", "Slots of a table new keys may take: counters (3 per service) or statuses (1 per service)."),
+        ("headroom_slots", "Slots of a table beyond its capacity, that keep its probes short."),
         ("slot_bytes", "Bytes of one slot of a table."),
         ("slots_used", "Slots of a table holding unexpired data."),
     ];
@@ -209,7 +219,9 @@ mod tests {
         assert!(text.contains("# TYPE ganesha_shm_requests_total counter\n"), "{text}");
         assert!(text.contains(&format!("ganesha_shm_requests_total{{{name},outcome=\"success\"}} 11\n")), "{text}");
         assert!(text.contains(&format!("ganesha_shm_requests_total{{{name},outcome=\"rejection\"}} 13\n")));
-        assert!(text.contains(&format!("# TYPE ganesha_shm_trips_total counter\nganesha_shm_trips_total{{{name}}} 2\n")));
+        assert!(
+            text.contains(&format!("# TYPE ganesha_shm_trips_total counter\nganesha_shm_trips_total{{{name}}} 2\n"))
+        );
         assert!(text.contains(&format!("ganesha_shm_calm_downs_total{{{name}}} 1\n")));
         assert!(text.contains(&format!("ganesha_shm_half_open_trials_total{{{name}}} 4\n")));
         // the name's backslash is \\ in its display name, each escaped again in the label
@@ -226,14 +238,18 @@ mod tests {
 
     #[test]
     fn figures_of_each_table_are_one_family_with_a_table_label() {
-        let store: Vec<(String, u64, &str)> = [("counter_slots", 12), ("status_slots", 4), ("counter_slots_used", 3), ("status_slots_used", 1)]
-            .into_iter()
-            .map(|(name, value)| (name.to_string(), value, "Help."))
-            .collect();
+        let store: Vec<(String, u64, &str)> =
+            [("counter_slots", 12), ("status_slots", 4), ("counter_slots_used", 3), ("status_slots_used", 1)]
+                .into_iter()
+                .map(|(name, value)| (name.to_string(), value, "Help."))
+                .collect();
         let text = exposition(&[], &store);
         assert!(!text.contains("counter_"), "{text}");
         assert_eq!(text.matches("# TYPE ganesha_shm_slots gauge\n").count(), 1, "{text}");
-        assert!(text.contains("ganesha_shm_slots{table=\"counters\"} 12\nganesha_shm_slots{table=\"statuses\"} 4\n"), "{text}");
+        assert!(
+            text.contains("ganesha_shm_slots{table=\"counters\"} 12\nganesha_shm_slots{table=\"statuses\"} 4\n"),
+            "{text}"
+        );
         assert!(text.contains("# HELP ganesha_shm_slots_used Slots of a table holding unexpired data.\n"), "{text}");
         assert!(text.contains("ganesha_shm_slots_used{table=\"statuses\"} 1\n"), "{text}");
     }

@@ -680,7 +680,7 @@ fn run_scenario(scenario: &Scenario, monotone: bool) -> Result<(), TestCaseError
     let spec = scenario.window;
     let window = Window::new(spec.time_window as i64, spec.bucket_duration).unwrap();
     let layout = Layout::new(segment.layout().settings);
-    let slots = [layout.counters.slots, layout.statuses.slots];
+    let slots = [layout.counters.capacity, layout.statuses.capacity];
     prop_assert_eq!(slots, [3 * scenario.max_services as usize, scenario.max_services as usize]);
     let mut model = Model::new(spec, slots, monotone);
     prop_assert_eq!(

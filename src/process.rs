@@ -116,11 +116,25 @@ pub fn figures(segment: &Segment) -> Vec<(&'static str, u64, &'static str)> {
         ("layout_version", segment.layout_version(), "Version of the segment's layout."),
         ("max_services", layout.settings.max_services, "Services the store has room for (ganesha_shm.max_services)."),
         ("max_key_length", layout.settings.max_key_length, "Longest key in bytes (ganesha_shm.max_key_length)."),
-        ("counter_slots", layout.counters.slots as u64, "Counter slots: 3 per service."),
+        ("counter_slots", layout.counters.capacity as u64, "Counter slots new keys may take: 3 per service."),
+        (
+            "counter_headroom_slots",
+            (layout.counters.slots - layout.counters.capacity) as u64,
+            "Counter slots beyond the capacity, that keep probes short.",
+        ),
         ("counter_slot_bytes", layout.counters.slot_words() as u64 * 8, "Bytes of one counter slot."),
-        ("status_slots", layout.statuses.slots as u64, "Status slots: 1 per service."),
+        ("status_slots", layout.statuses.capacity as u64, "Status slots new keys may take: 1 per service."),
+        (
+            "status_headroom_slots",
+            (layout.statuses.slots - layout.statuses.capacity) as u64,
+            "Status slots beyond the capacity, that keep probes short.",
+        ),
         ("status_slot_bytes", layout.statuses.slot_words() as u64 * 8, "Bytes of one status slot."),
-        ("bytes_per_service", layout.bytes_per_service() as u64, "Shared memory one service takes."),
+        (
+            "bytes_per_service",
+            layout.bytes_per_service() as u64,
+            "Shared memory one service takes, with its share of the headroom.",
+        ),
         ("counter_slots_used", counters.live as u64, "Counter slots holding unexpired data."),
         ("status_slots_used", statuses.live as u64, "Status slots holding unexpired data."),
         (

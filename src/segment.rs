@@ -508,7 +508,14 @@ pub(crate) mod tests {
 
     /// A layout of two regions for the segment's own tests, shaped like the store's.
     fn regions(settings: Settings) -> Regions {
-        Regions { settings, ring_buckets: 122, words: [settings.max_services as usize * 300, settings.max_services as usize * 10 + settings.max_key_length as usize] }
+        Regions {
+            settings,
+            ring_buckets: 122,
+            words: [
+                settings.max_services as usize * 300,
+                settings.max_services as usize * 10 + settings.max_key_length as usize,
+            ],
+        }
     }
 
     fn anonymous(max_services: u64) -> Segment {
@@ -620,8 +627,7 @@ pub(crate) mod tests {
         let dir = TempDir::new();
         let path = dir.file("circuits");
         let segments: Vec<Segment> = std::thread::scope(|scope| {
-            let openers: Vec<_> =
-                (0..8).map(|_| scope.spawn(|| open(&path, settings(1), 0o600).unwrap())).collect();
+            let openers: Vec<_> = (0..8).map(|_| scope.spawn(|| open(&path, settings(1), 0o600).unwrap())).collect();
             openers.into_iter().map(|opener| opener.join().unwrap()).collect()
         });
         segments[0].header_word(header::STATS + 1).fetch_add(1, Ordering::SeqCst);
@@ -749,7 +755,10 @@ pub(crate) mod tests {
         let layout = regions(settings(3));
         let bytes: Vec<u8> = header_words(&layout, 1, 2).iter().flat_map(|w| w.to_ne_bytes()).collect();
         assert_eq!(parse_header(&bytes, regions), Ok(layout));
-        assert_eq!(parse_header(&bytes[..HEADER_BYTES - 1], regions), Err(HeaderError::Short { bytes: HEADER_BYTES - 1 }));
+        assert_eq!(
+            parse_header(&bytes[..HEADER_BYTES - 1], regions),
+            Err(HeaderError::Short { bytes: HEADER_BYTES - 1 })
+        );
     }
 
     /// The header parser fed arbitrary bytes: whatever a file holds, opening it either refuses
@@ -825,7 +834,6 @@ pub(crate) mod tests {
                 }
             }
         }
-
     }
 }
 #[cfg(all(test, target_os = "linux"))]
@@ -841,7 +849,8 @@ mod sealed {
         let seals = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_GET_SEALS) };
         let wanted = libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_SEAL;
         assert_eq!(seals & wanted, wanted);
-        let by_path = std::fs::OpenOptions::new().write(true).open(format!("/proc/self/fd/{}", file.as_raw_fd())).unwrap();
+        let by_path =
+            std::fs::OpenOptions::new().write(true).open(format!("/proc/self/fd/{}", file.as_raw_fd())).unwrap();
         assert!(by_path.set_len(4096).is_err(), "shrinking is refused");
         assert!(by_path.set_len(16384).is_err(), "growing is refused");
         assert_eq!(file.metadata().unwrap().len(), 8192);

@@ -15,9 +15,9 @@ use crate::sync::{AtomicU64, Ordering};
 
 #[cfg(not(loom))]
 use crate::segment::{Regions, Segment, Settings};
+use crate::table::{Entry, Table, TableError, Usage};
 #[cfg(not(loom))]
 use crate::table::{Shape, Stats};
-use crate::table::{Entry, Table, TableError, Usage};
 use crate::window::{
     generation_byte, ring_index, timed, total, BucketWord, CountWord, Window, COUNT_TTL, RING_LEN, STATUS_TTL,
 };
@@ -57,6 +57,10 @@ pub struct Totals {
     /// Counter keys: half-open trials claimed. Status keys: saves that calmed it down.
     pub others: u64,
 }
+
+/// Each table has `capacity / HEADROOM_DIVISOR` slots beyond its capacity, so that at most two
+/// slots in three are in use and probes stay short at any occupancy (see `table`).
+pub const HEADROOM_DIVISOR: usize = 2;
 
 /// Counter keys per Ganesha service: success, failure and rejection.
 pub const COUNTERS_PER_SERVICE: u64 = 3;
@@ -104,7 +108,12 @@ pub struct Layout {
 impl Layout {
     pub fn new(settings: Settings) -> Self {
         let max_key_length = settings.max_key_length as usize;
-        let shape = |slots, payload_words| Shape { slots, payload_words, max_key_length };
+        let shape = |capacity: usize, payload_words| Shape {
+            slots: capacity + capacity.div_ceil(HEADROOM_DIVISOR),
+            capacity,
+            payload_words,
+            max_key_length,
+        };
         Self {
             settings,
             counters: shape((settings.max_services * COUNTERS_PER_SERVICE) as usize, COUNTER_PAYLOAD_WORDS),
@@ -122,9 +131,11 @@ impl Layout {
         Self::regions(self.settings).segment_bytes()
     }
 
-    /// Shared memory one Ganesha service takes: its three counters and its status.
+    /// Shared memory one Ganesha service takes: its three counters and its status, with their
+    /// share of the headroom.
     pub fn bytes_per_service(&self) -> usize {
-        (COUNTERS_PER_SERVICE as usize * self.counters.slot_words() + self.statuses.slot_words()) * 8
+        let slot_bytes = |shape: &Shape| shape.slots * shape.slot_words() * 8;
+        (slot_bytes(&self.counters) + slot_bytes(&self.statuses)) / self.settings.max_services as usize
     }
 }
 
@@ -158,8 +169,8 @@ impl<'a> Store<'a> {
         }
     }
 
-    /// A store over two tables built elsewhere (the model checker).
-    #[cfg(loom)]
+    /// A store over two tables built elsewhere (the model checker, and tests).
+    #[cfg(any(test, loom))]
     pub fn from_tables(counters: Table<'a>, statuses: Table<'a>) -> Self {
         Self { counters, statuses }
     }
@@ -444,7 +455,11 @@ impl<'a> Store<'a> {
             let saved = update_word(&payload[STATUS_VALUE], entry, |current| {
                 replaced.set(Some(current));
                 (timed::generation(current) == generation).then_some(timed::encode_value(generation, status))
-            }) && replace_word(&payload[STATUS_EXPIRY], entry, timed::encode_expiry(generation, now.saturating_add(ttl)));
+            }) && replace_word(
+                &payload[STATUS_EXPIRY],
+                entry,
+                timed::encode_expiry(generation, now.saturating_add(ttl)),
+            );
             if saved {
                 // The status this save replaced: a value written since it was read is a live
                 // save's; the value read is what it was, if it was alive.
@@ -612,20 +627,60 @@ mod tests {
         Window::new(time_window, bucket_duration).unwrap()
     }
 
+    /// Tables with no headroom, over process-local words: a new key can only take the slot
+    /// last freed, for tests that recycle one slot.
+    struct Tight {
+        max_services: usize,
+        counters: Vec<AtomicU64>,
+        statuses: Vec<AtomicU64>,
+        stats: Vec<AtomicU64>,
+    }
+
+    impl Tight {
+        fn new(max_services: usize) -> Self {
+            let words = |n: usize| (0..n).map(|_| AtomicU64::new(0)).collect();
+            let [counters, statuses] = Self::shapes(max_services);
+            Self {
+                max_services,
+                counters: words(counters.words()),
+                statuses: words(statuses.words()),
+                stats: words(Stats::WORDS),
+            }
+        }
+
+        fn shapes(max_services: usize) -> [Shape; 2] {
+            let shape =
+                |capacity, payload_words| Shape { slots: capacity, capacity, payload_words, max_key_length: 64 };
+            [shape(3 * max_services, COUNTER_PAYLOAD_WORDS), shape(max_services, STATUS_PAYLOAD_WORDS)]
+        }
+
+        fn store(&self) -> Store<'_> {
+            let [counters, statuses] = Self::shapes(self.max_services);
+            let stats = Stats::new(&self.stats);
+            Store::from_tables(
+                Table::new(&self.counters, counters, 7, true, stats, init_counter),
+                Table::new(&self.statuses, statuses, 7, true, stats, init_status),
+            )
+        }
+    }
+
     const T0: u64 = 1_800_000_000;
 
     #[test]
     fn layout_of_the_default_settings() {
         let layout = Layout::new(Settings { max_services: 1024, max_key_length: 160 });
-        assert_eq!(layout.counters.slots, 3072);
+        // half as many slots again as the capacity
+        assert_eq!((layout.counters.capacity, layout.counters.slots), (3072, 4608));
+        assert_eq!((layout.statuses.capacity, layout.statuses.slots), (1024, 1536));
         // header 4 + last failure 2 + count 1 + totals 2 + ring 122 + key 27 words
         assert_eq!(layout.counters.slot_words() * 8, 1264);
         // header 4 + status 2 + totals 2 + key 27 words
         assert_eq!(layout.statuses.slot_words() * 8, 280);
-        assert_eq!(layout.bytes_per_service(), 4072);
-        assert!(layout.bytes_per_service() <= 4096, "at most 4 KB a service");
-        assert_eq!(layout.segment_bytes(), 128 + 384 + 3072 * 1264 + 128 + 1024 * 280);
-        assert_eq!(layout.segment_bytes(), 4_170_368);
+        assert_eq!(layout.bytes_per_service(), (4608 * 1264 + 1536 * 280) / 1024);
+        assert_eq!(layout.bytes_per_service(), 6108);
+        // segment header, then each table: its count and cursor, its bitmap, its slots
+        assert_eq!(layout.segment_bytes(), 128 + 16 + 576 + 4608 * 1264 + 16 + 192 + 1536 * 280);
+        assert_eq!(layout.segment_bytes(), 6_255_520);
     }
 
     #[test]
@@ -797,7 +852,11 @@ mod tests {
         assert_eq!(store.claim_trial(b"f", T0 + 10, 5, 100).unwrap(), Some(T0 as i64));
         assert_eq!(store.load(b"f", &w, T0 + 10).unwrap(), 0, "the window is empty");
         assert_eq!(store.totals(TableKind::Counters, b"f").unwrap(), Some(Totals { events: 3, others: 1 }));
-        assert_eq!(store.totals(TableKind::Counters, b"c").unwrap(), Some(Totals { events: 1, others: 0 }), "a decrement is no increment");
+        assert_eq!(
+            store.totals(TableKind::Counters, b"c").unwrap(),
+            Some(Totals { events: 1, others: 0 }),
+            "a decrement is no increment"
+        );
         assert_eq!(store.totals(TableKind::Counters, b"missing").unwrap(), None);
     }
 
@@ -927,7 +986,9 @@ mod tests {
         let segment = segment(1);
         let store = Store::new(&segment);
         let w = window(60, None);
-        for key in [b"a", b"b", b"c"] { store.increment(key, &w, t).unwrap(); }
+        for key in [b"a", b"b", b"c"] {
+            store.increment(key, &w, t).unwrap();
+        }
         assert!(store.increment(b"d", &w, t + 1).is_err(), "a, b and c are live");
         assert_eq!(store.load(b"a", &w, t + 1).unwrap(), 1);
         store.remove_matching(|_| true);
@@ -961,8 +1022,8 @@ mod tests {
     /// Defect 8 of issue 11: a writer stalled across 256 recycles counted into another key.
     #[test]
     fn a_writer_stalled_across_256_recycles_does_not_count_in_another_key() {
-        let segment = segment(1);
-        let store = Store::new(&segment);
+        let tight = Tight::new(1);
+        let store = tight.store();
         let w = window(60, None);
         store.increment(b"old", &w, T0).unwrap();
         // the two other counter slots stay taken, so every new key gets the slot of "old"
@@ -980,7 +1041,8 @@ mod tests {
                 }
             }
             let current = BucketWord(current);
-            (current.generation() == BucketWord::generation_of(stale.generation())).then(|| current.incremented(w.bucket_at(T0)).0)
+            (current.generation() == BucketWord::generation_of(stale.generation()))
+                .then(|| current.incremented(w.bucket_at(T0)).0)
         });
         let new = store.counters().find(b"new").unwrap().unwrap();
         assert_eq!(new.generation(), stale.generation() + 256, "the same slot, 256 claims later");

@@ -15,8 +15,8 @@ pub use self::model::{fence, AtomicU64, Ordering};
 
 #[cfg(loom)]
 pub mod model {
-    pub use std::sync::atomic::Ordering;
     use std::cell::Cell;
+    pub use std::sync::atomic::Ordering;
 
     // loom's thread-locals: loom runs its threads as coroutines of one OS thread.
     loom::thread_local! {
@@ -69,7 +69,13 @@ pub mod model {
             step();
             self.0.store(value, order)
         }
-        pub fn compare_exchange(&self, current: u64, new: u64, success: Ordering, failure: Ordering) -> Result<u64, u64> {
+        pub fn compare_exchange(
+            &self,
+            current: u64,
+            new: u64,
+            success: Ordering,
+            failure: Ordering,
+        ) -> Result<u64, u64> {
             step();
             self.0.compare_exchange(current, new, success, failure)
         }
@@ -95,9 +101,9 @@ pub mod model {
             step();
             self.0.fetch_and(value, order)
         }
-        pub fn fetch_max(&self, value: u64, order: Ordering) -> u64 {
+        pub fn fetch_sub(&self, value: u64, order: Ordering) -> u64 {
             step();
-            self.0.fetch_max(value, order)
+            self.0.fetch_sub(value, order)
         }
     }
 }

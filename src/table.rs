@@ -13,8 +13,10 @@
 //!   in seconds (40 bits: until the year 36812), is the claim time for RESERVED and PENDING,
 //!   and for LIVE the time until which the slot must be kept (its data may be read until then).
 //! * `ident`: `[generation: 16][key length: 16][fingerprint: 32]`.
-//! * `reach`: of this slot taken as a home position, the farthest distance at which a key whose
-//!   home it is was ever placed. Lookups probe that far and no farther; it only grows.
+//! * `reach`: `[version: 32][distance: 32]`. Of this slot taken as a home position, the farthest
+//!   distance at which a slot may hold a key whose home it is. Lookups probe that far and no
+//!   farther. A claim raises it and bumps the version; the sweep (see below) lowers it, by a
+//!   compare-and-swap that fails if any claim was recorded meanwhile.
 //! * `owner`: `[generation: 32][pid: 32]` of the process that claimed the slot, so that a claim
 //!   left by a process that no longer exists is taken over at once rather than after a timeout.
 //!   The pid is 0 when the claimer's process ids cannot be checked by the others (see
@@ -34,6 +36,20 @@
 //! No lock lives here: a process killed at any instruction leaves at worst a slot RESERVED or
 //! PENDING, which other processes take over as soon as they see its claimer is gone, or once
 //! its stamp is farther than a timeout from their own clock (when they cannot tell).
+//!
+//! **Capacity and headroom.** A table has more slots than its capacity (the store gives it half
+//! as many again), and a count of the slots that are not FREE decides when it is full. So
+//! probes stay short at any occupancy up to the capacity, and a new key on a full table is
+//! refused without a scan. The count is lowered before a slot is freed and raised after a
+//! claim is recorded: a process killed in between leaves it low, never high, so a killed
+//! process can only let the table hold more than its capacity (into the headroom), never
+//! refuse a key it has room for.
+//!
+//! **The sweep.** Each new key also sweeps a few slots from a cursor shared by every process:
+//! it frees slots whose data has expired or whose claim was abandoned, and lowers the reach of
+//! each home it passes to what the slots after it still need. A table at its capacity sweeps
+//! more before refusing a key. So expired slots return to the count, and after any churn
+//! probes go no farther than the keys stored now need.
 //!
 //! Two processes inserting the same new key at once each publish a PENDING slot, then
 //! (after a sequentially consistent fence, as in Dekker's algorithm, so at least one of them sees
@@ -61,6 +77,21 @@ const MAX_ATTEMPTS: u32 = 64;
 #[cfg(loom)]
 const MAX_ATTEMPTS: u32 = 2;
 
+/// Slots each new key sweeps (see the module documentation), and how many more it sweeps when
+/// the table is at its capacity before refusing the key. Small under the model checker, which
+/// explores every interleaving of their steps.
+#[cfg(not(loom))]
+const SWEEP_PER_INSERT: usize = 4;
+#[cfg(not(loom))]
+const SWEEP_AT_CAPACITY: usize = 16;
+#[cfg(loom)]
+const SWEEP_PER_INSERT: usize = 0;
+#[cfg(loom)]
+const SWEEP_AT_CAPACITY: usize = 1;
+
+/// Words of a table before its bitmap: the count of slots in use, the sweep's cursor.
+const TABLE_HEADER_WORDS: usize = 2;
+
 /// Key bytes a key word holds, below its 16-bit generation.
 const KEY_BYTES_PER_WORD: usize = 6;
 
@@ -72,6 +103,13 @@ pub fn key_words(max_key_length: usize) -> usize {
 /// Words taken by one slot with the given payload and key sizes.
 pub fn slot_words(payload_words: usize, key_words: usize) -> usize {
     HEADER_WORDS + payload_words + key_words
+}
+
+/// The distance bits of a reach word, below its version.
+const REACH_DISTANCE_MASK: u64 = u32::MAX as u64;
+
+fn reach_distance(word: u64) -> usize {
+    (word & REACH_DISTANCE_MASK) as usize
 }
 
 /// The last stamp a tag can hold.
@@ -98,7 +136,7 @@ impl<'a> Stats<'a> {
 pub enum TableError {
     /// The key is longer than a slot can hold.
     KeyTooLong { length: usize, max: usize },
-    /// Every slot holds data that has not expired.
+    /// As many slots as the table's capacity hold data that has not expired.
     Full { slots: usize },
     /// Other processes kept winning the race for the same new key.
     Contended,
@@ -186,7 +224,10 @@ impl Key<'_> {
 fn le_word(chunk: &[u8]) -> u64 {
     match chunk.len() {
         8 => u64::from_le_bytes(chunk.try_into().unwrap()),
-        6 => u32::from_le_bytes(chunk[..4].try_into().unwrap()) as u64 | (u16::from_le_bytes([chunk[4], chunk[5]]) as u64) << 32,
+        6 => {
+            u32::from_le_bytes(chunk[..4].try_into().unwrap()) as u64
+                | (u16::from_le_bytes([chunk[4], chunk[5]]) as u64) << 32
+        }
         _ => chunk.iter().rev().fold(0, |word, &byte| word << 8 | byte as u64),
     }
 }
@@ -286,10 +327,8 @@ impl<'a> Slot<'a> {
         if self.ident().load(Ordering::Relaxed) != key.ident(generation) {
             return false;
         }
-        let same_key = key
-            .words(generation)
-            .zip(self.key_words())
-            .all(|(word, stored)| stored.load(Ordering::Relaxed) == word);
+        let same_key =
+            key.words(generation).zip(self.key_words()).all(|(word, stored)| stored.load(Ordering::Relaxed) == word);
         same_key && self.still_claimed_by(tag)
     }
 
@@ -355,7 +394,10 @@ pub struct Usage {
 /// The sizes of a table's slots.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Shape {
+    /// Slots the table has: its capacity and the headroom beyond it.
     pub slots: usize,
+    /// Slots that may be in use before a new key is refused.
+    pub capacity: usize,
     pub payload_words: usize,
     pub max_key_length: usize,
 }
@@ -370,9 +412,10 @@ impl Shape {
         self.slots.div_ceil(64)
     }
 
-    /// Words of the table: its occupancy bitmap, then its slots.
+    /// Words of the table: the count of slots in use and the sweep's cursor, its occupancy
+    /// bitmap, then its slots.
     pub fn words(&self) -> usize {
-        self.bitmap_words() + self.slots * self.slot_words()
+        TABLE_HEADER_WORDS + self.bitmap_words() + self.slots * self.slot_words()
     }
 }
 
@@ -402,12 +445,18 @@ impl Claim<'_> {
 }
 
 pub struct Table<'a> {
+    /// Slots that are not FREE, as a wrapping count that may read below zero (see the module
+    /// documentation): compared with `capacity` to decide whether the table is full.
+    in_use: &'a AtomicU64,
+    /// Where the next sweep starts; it only grows, taken modulo the slots.
+    sweep_cursor: &'a AtomicU64,
     /// One bit a slot, set when it is claimed, so that the calls that look at every key (usage,
     /// listing, reset) visit the slots in use only and never touch the pages of the others. A
     /// bit may stay set on a freed slot; such a call clears it (see `Table::occupied`).
     bitmap: &'a [AtomicU64],
     words: &'a [AtomicU64],
     slots: usize,
+    capacity: usize,
     slot_words: usize,
     payload_words: usize,
     max_key_length: usize,
@@ -433,13 +482,29 @@ impl<'a> Table<'a> {
         stats: Stats<'a>,
         init: fn(usize, u32) -> u64,
     ) -> Self {
-        let Shape { slots, payload_words, max_key_length } = shape;
+        let Shape { slots, capacity, payload_words, max_key_length } = shape;
         assert_eq!(words.len(), shape.words(), "table words do not match its layout");
-        assert!(slots > 0, "a table needs at least one slot");
+        assert!(capacity > 0 && capacity <= slots, "a table needs at least one slot, and room for its capacity");
+        assert!(slots <= u32::MAX as usize, "reach distances are stored in 32 bits");
         assert!(max_key_length <= 0xffff, "key lengths are stored in 16 bits");
         let slot_words = shape.slot_words();
+        let (header, words) = words.split_at(TABLE_HEADER_WORDS);
         let (bitmap, words) = words.split_at(shape.bitmap_words());
-        Self { bitmap, words, slots, slot_words, payload_words, max_key_length, seed, checks_claimers, stats, init }
+        Self {
+            in_use: &header[0],
+            sweep_cursor: &header[1],
+            bitmap,
+            words,
+            slots,
+            capacity,
+            slot_words,
+            payload_words,
+            max_key_length,
+            seed,
+            checks_claimers,
+            stats,
+            init,
+        }
     }
 
     /// The indexes of the slots whose bit is set, with their tags (Acquire: the key read after is
@@ -499,11 +564,116 @@ impl<'a> Table<'a> {
         })
     }
 
+    /// How many slots from `home` on a lookup of a key with that home probes.
     fn reach(&self, home: usize) -> usize {
-        // Acquire: pairs with the Release `fetch_max` of a claimer placing a key farther; a key
-        // placed farther than we read is being inserted right now, and the inserter's own check
-        // settles which slot wins.
-        self.slot(home).reach().load(Ordering::Acquire) as usize + 1
+        // Acquire: pairs with the Release compare-and-swap of a claimer placing a key farther;
+        // a key placed farther than we read is being inserted right now, and the inserter's own
+        // check settles which slot wins.
+        reach_distance(self.slot(home).reach().load(Ordering::Acquire)) + 1
+    }
+
+    /// Whether as many slots as the capacity are in use.
+    fn at_capacity(&self) -> bool {
+        // Acquire: pairs with the Release increment after a claim is recorded, so a claimer
+        // seeing the table at capacity because of a claim also sees that claim's reach.
+        let in_use = self.in_use.load(Ordering::Acquire) as i64;
+        in_use >= self.capacity as i64
+    }
+
+    /// Frees `slot`, seen with `tag`, by a compare-and-swap to FREE: lowering the count first,
+    /// and raising it again if the compare-and-swap fails, so that a process killed in between
+    /// leaves the count low (see the module documentation).
+    fn free(&self, slot: Slot<'a>, tag: Tag) -> bool {
+        // Relaxed: the count only decides fullness, and a low count is always safe.
+        self.in_use.fetch_sub(1, Ordering::Relaxed);
+        // AcqRel: ordered after the writes of the slot's claimer and writers. Relaxed on
+        // failure: it changed, and is not freed.
+        let freed = slot
+            .tag()
+            .compare_exchange(tag.0, Tag::new(State::Free, tag.generation(), 0).0, Ordering::AcqRel, Ordering::Relaxed)
+            .is_ok();
+        if !freed {
+            self.in_use.fetch_add(1, Ordering::Relaxed);
+        }
+        freed
+    }
+
+    /// Sweeps `budget` slots from the shared cursor: frees those whose data has expired at
+    /// `now` or whose claim was abandoned, and lowers the reach of each as a home. Returns how
+    /// many it freed.
+    fn sweep(&self, now: u64, budget: usize) -> usize {
+        if budget == 0 {
+            return 0;
+        }
+        // Relaxed: the cursor only spreads the sweeps over the table; any value is correct.
+        let start = self.sweep_cursor.fetch_add(budget as u64, Ordering::Relaxed);
+        let index = |step: u64| ((start.wrapping_add(step)) % self.slots as u64) as usize;
+        // The slots' first cache lines, read all at once before any is used, so that their
+        // cache misses overlap instead of coming one after another (a table larger than the
+        // caches misses on every slot). Relaxed: the values are not used.
+        #[cfg(not(loom))]
+        for step in 0..budget as u64 {
+            self.slot(index(step)).tag().load(Ordering::Relaxed);
+        }
+        (0..budget as u64)
+            .filter(|&step| {
+                let index = index(step);
+                let slot = self.slot(index);
+                // Acquire: a slot freed here was seen with its claimer's writes done.
+                let tag = Tag(slot.tag().load(Ordering::Acquire));
+                let freed = tag.state() != State::Free
+                    && slot.claimable(tag, now, self.checks_claimers)
+                    && self.free(slot, tag);
+                if freed && tag.state() == State::Live {
+                    // Relaxed: statistics only. The slot is reclaimed for the next new key.
+                    self.stats.reclaims.fetch_add(1, Ordering::Relaxed);
+                }
+                self.shrink(index);
+                freed
+            })
+            .count()
+    }
+
+    /// Lowers the reach of `home` to the farthest slot within it that holds, or may come to
+    /// hold, a key whose home it is: a RESERVED slot (its key is not known yet), or a PENDING
+    /// or LIVE one whose key has this home (or was recycled while read).
+    ///
+    /// Sound against a claim racing it: a claim records its reach (bumping the version) after
+    /// reserving its slot. If that recording came before our load of the reach word, we read
+    /// its version (Acquire, pairing with its Release), so our load of the slot's tag below sees
+    /// the claim or what followed it, and we keep the slot; if after, our compare-and-swap
+    /// expects the old version and fails, or comes first and the claim raises the reach again.
+    fn shrink(&self, home: usize) {
+        let word = self.slot(home).reach();
+        // Acquire: see above.
+        let seen = word.load(Ordering::Acquire);
+        let reach = reach_distance(seen).min(self.slots - 1);
+        if reach == 0 {
+            return;
+        }
+        let needed = (1..=reach)
+            .rev()
+            .find(|&distance| {
+                let slot = self.slot((home + distance) % self.slots);
+                // Acquire: pairs with the Release publication, so the key read is the claimer's.
+                let tag = Tag(slot.tag().load(Ordering::Acquire));
+                match tag.state() {
+                    State::Free => false,
+                    State::Reserved => true,
+                    State::Pending | State::Live => self.may_have_home(slot, tag, home),
+                }
+            })
+            .unwrap_or(0);
+        if needed < reach_distance(seen) {
+            // Release: as a claim's recording. Relaxed on failure: a claim was recorded
+            // meanwhile; the next sweep tries again.
+            let _ = word.compare_exchange(
+                seen,
+                seen & !REACH_DISTANCE_MASK | needed as u64,
+                Ordering::Release,
+                Ordering::Relaxed,
+            );
+        }
     }
 
     /// The LIVE slot holding `key`, if any. Never writes.
@@ -566,6 +736,20 @@ impl<'a> Table<'a> {
         Err(TableError::Contended)
     }
 
+    /// Whether the key of `slot`, seen PENDING or LIVE with `tag`, may have `home` as its home,
+    /// from its ident alone (in the slot's first cache line, with the tag): the fingerprint is
+    /// the hash's top 32 bits, and the home taken from them is the key's home or one below it.
+    /// True when unsure: the ident is another claim's, or the slot was recycled while read.
+    fn may_have_home(&self, slot: Slot<'a>, tag: Tag, home: usize) -> bool {
+        // Relaxed: validated by `still_claimed_by`, as in `Slot::holds`.
+        let ident = slot.ident().load(Ordering::Relaxed);
+        if ident & !((1 << 48) - 1) != word_tag(tag.generation()) {
+            return true;
+        }
+        let below = (((ident & 0xffff_ffff) * self.slots as u64) >> 32) as usize;
+        below == home || (below + 1) % self.slots == home || !slot.still_claimed_by(tag)
+    }
+
     /// Makes sure `entry`, found with `find`, is kept until at least `keep_until`: for a write
     /// decided after reading. `None` if its slot was recycled meanwhile.
     pub fn keep_entry(&self, entry: Entry<'a>, now: u64, keep_until: u64) -> Option<Entry<'a>> {
@@ -601,15 +785,37 @@ impl<'a> Table<'a> {
     }
 
     /// Claims a slot for `key` and publishes it. `Ok(None)`: another process raced us for the
-    /// key or the slot; look again. `Err(Full)` only when no slot is claimable and no claim of
-    /// this key is in progress (nor, unless `last_attempt`, of any key).
-    fn insert(&self, key: &Key<'_>, now: u64, keep_until: u64, last_attempt: bool) -> Result<Option<Entry<'a>>, TableError> {
+    /// key or the slot; look again. `Err(Full)` only when the table
+    /// is at its capacity, no slot near the key's home is claimable and no claim of this key is
+    /// in progress (nor, unless `last_attempt`, of any key near its home).
+    ///
+    /// Below the capacity the probe takes the first claimable slot from the key's home; the
+    /// headroom keeps it short. At the capacity it may only reclaim a slot that is not FREE
+    /// (expired, or abandoned by its claimer) within the reach of the key's home, and it looks
+    /// there for claims in progress: a claim that made the table reach its capacity recorded its
+    /// reach first, and our Acquire load of the count saw that (see `at_capacity`).
+    fn insert(
+        &self,
+        key: &Key<'_>,
+        now: u64,
+        keep_until: u64,
+        last_attempt: bool,
+    ) -> Result<Option<Entry<'a>>, TableError> {
+        // A table at its capacity sweeps more, and is at its capacity no more if that freed a slot.
+        let at_capacity = if self.at_capacity() {
+            self.sweep(now, SWEEP_AT_CAPACITY);
+            self.at_capacity()
+        } else {
+            self.sweep(now, SWEEP_PER_INSERT);
+            false
+        };
         let home = key.home(self.slots);
+        let distances = if at_capacity { self.reach(home) } else { self.slots };
         let (mut this_key_claimed, mut other_claims) = (false, false);
-        for (distance, (index, slot)) in self.probe(home, self.slots).enumerate() {
+        for (distance, (index, slot)) in self.probe(home, distances).enumerate() {
             // Acquire: a FREE or expired slot's old contents are overwritten only after this.
             let seen = Tag(slot.tag().load(Ordering::Acquire));
-            if !slot.claimable(seen, now, self.checks_claimers) {
+            if !slot.claimable(seen, now, self.checks_claimers) || at_capacity && seen.state() == State::Free {
                 match seen.state() {
                     State::Pending if slot.holds(seen, key) => this_key_claimed = true,
                     State::Reserved | State::Pending => other_claims = true,
@@ -627,11 +833,19 @@ impl<'a> Table<'a> {
         if this_key_claimed || other_claims && !last_attempt {
             return Ok(None);
         }
-        Err(TableError::Full { slots: self.slots })
+        Err(TableError::Full { slots: self.capacity })
     }
 
     /// Step 1 of a claim: the slot seen with `seen` becomes RESERVED by this claimer.
-    fn reserve(&self, slot: Slot<'a>, index: usize, home: usize, distance: usize, seen: Tag, now: u64) -> Option<Claim<'a>> {
+    fn reserve(
+        &self,
+        slot: Slot<'a>,
+        index: usize,
+        home: usize,
+        distance: usize,
+        seen: Tag,
+        now: u64,
+    ) -> Option<Claim<'a>> {
         let generation = seen.generation().wrapping_add(1) & GENERATION_MASK;
         let reserved = Tag::new(State::Reserved, generation, now);
         // AcqRel: the claim is ordered after whatever the previous owner wrote, and before
@@ -661,9 +875,12 @@ impl<'a> Table<'a> {
         if claim.seen.state() != State::Free {
             self.stats.reclaims.fetch_add(1, Ordering::Relaxed);
         }
-        // Release: a lookup that reads this reach (Acquire) and then this slot's LIVE tag finds
-        // the key. Growing it from a claim later taken over only lengthens probes.
-        self.slot(claim.home).reach().fetch_max(claim.distance as u64, Ordering::Release);
+        self.raise_reach(claim.home, claim.distance);
+        if claim.seen.state() == State::Free {
+            // Release: after the reach above, so a claimer that sees the table at capacity
+            // (Acquire) because of this claim also sees its reach (see `insert`).
+            self.in_use.fetch_add(1, Ordering::Release);
+        }
         // Release fence: a reader whose relaxed loads see any of the writes below also sees
         // the claim, so its seqlock check rejects what it read (see `Slot::still`).
         fence(Ordering::Release);
@@ -671,6 +888,25 @@ impl<'a> Table<'a> {
         // must record its own.
         let pid = if self.checks_claimers { std::process::id() } else { 0 };
         self.write_word(claim, claim.slot.owner(), (claim.generation() as u64) << 32 | pid as u64);
+    }
+
+    /// Makes the reach of `home` at least `distance`, bumping its version so that a sweep that
+    /// read it before cannot lower it under this claim (see `shrink`).
+    fn raise_reach(&self, home: usize, distance: usize) {
+        let word = self.slot(home).reach();
+        // Relaxed: the compare-and-swap below decides.
+        let mut seen = word.load(Ordering::Relaxed);
+        loop {
+            let version = (seen >> 32).wrapping_add(1) << 32;
+            let new = version | reach_distance(seen).max(distance) as u64;
+            // Release: a lookup that reads this reach (Acquire) and then this slot's LIVE tag
+            // finds the key. Growing it from a claim later taken over only lengthens probes
+            // until the sweep passes. Relaxed on failure: retried with the value read.
+            match word.compare_exchange(seen, new, Ordering::Release, Ordering::Relaxed) {
+                Ok(_) => return,
+                Err(current) => seen = current,
+            }
+        }
     }
 
     /// Step 3: the ident, key and payload words, while the slot is still ours. False if the
@@ -686,7 +922,10 @@ impl<'a> Table<'a> {
         if !slot.key_words().iter().all(|stored| self.write_word(claim, stored, words.next().unwrap_or(padding))) {
             return false;
         }
-        slot.payload().iter().enumerate().all(|(index, word)| self.write_word(claim, word, (self.init)(index, generation)))
+        slot.payload()
+            .iter()
+            .enumerate()
+            .all(|(index, word)| self.write_word(claim, word, (self.init)(index, generation)))
     }
 
     /// Writes `value` into `word` of the claimed slot with a compare-and-swap from the value
@@ -704,7 +943,12 @@ impl<'a> Table<'a> {
             // AcqRel: if the new claimer's takeover comes after it, it synchronizes with it, so
             // the load of `current` above happened before the new claimer wrote anything and
             // cannot have read its words (found by the model checker).
-            if claim.slot.tag().compare_exchange(claim.reserved.0, claim.reserved.0, Ordering::AcqRel, Ordering::Relaxed).is_err() {
+            if claim
+                .slot
+                .tag()
+                .compare_exchange(claim.reserved.0, claim.reserved.0, Ordering::AcqRel, Ordering::Relaxed)
+                .is_err()
+            {
                 return false;
             }
             // Relaxed: these writes are published by the Release publication of PENDING.
@@ -730,15 +974,16 @@ impl<'a> Table<'a> {
         // of two claimers of one key, the one whose fence comes second sees the other's PENDING
         // (or what followed it), as in Dekker's algorithm.
         fence(Ordering::SeqCst);
-        let rival = self.rival(key, claim.home, claim.index, now);
-        let generation = claim.generation();
-        let next =
-            if rival { Tag::new(State::Free, generation, 0) } else { Tag::new(State::Live, generation, keep_until) };
+        if self.rival(key, claim.home, claim.index, now) {
+            self.free(claim.slot, claim.pending());
+            return None;
+        }
+        let live = Tag::new(State::Live, claim.generation(), keep_until);
         // Release: a lookup that reads LIVE (Acquire) reads the key. Relaxed on failure: the
         // claim was taken over; look again.
         let published =
-            claim.slot.tag().compare_exchange(claim.pending().0, next.0, Ordering::Release, Ordering::Relaxed).is_ok();
-        (published && !rival).then_some(Entry { slot: claim.slot, tag: next })
+            claim.slot.tag().compare_exchange(claim.pending().0, live.0, Ordering::Release, Ordering::Relaxed).is_ok();
+        published.then_some(Entry { slot: claim.slot, tag: live })
     }
 
     /// Whether a slot other than `own` holds `key` as LIVE, or as PENDING with its claimer
@@ -754,13 +999,8 @@ impl<'a> Table<'a> {
             match tag.state() {
                 State::Live => slot.holds(tag, key),
                 State::Pending if slot.holds(tag, key) => {
-                    !slot.claimable(tag, now, self.checks_claimers)
-                        // AcqRel: our takeover is ordered with the claim's writes. Relaxed on
-                        // failure: the slot changed, it counts as a rival.
-                        || slot
-                            .tag()
-                            .compare_exchange(tag.0, Tag::new(State::Free, tag.generation(), 0).0, Ordering::AcqRel, Ordering::Relaxed)
-                            .is_err()
+                    // If freeing it fails, the slot changed: it counts as a rival.
+                    !slot.claimable(tag, now, self.checks_claimers) || !self.free(slot, tag)
                 }
                 State::Free | State::Reserved | State::Pending => false,
             }
@@ -779,19 +1019,15 @@ impl<'a> Table<'a> {
             return false;
         }
         loop {
-            let free = Tag::new(State::Free, tag.generation(), 0);
-            // AcqRel: ordered after the writes of the key's writers. Acquire on failure: the
-            // new tag is checked and retried.
-            match slot.tag().compare_exchange(tag.0, free.0, Ordering::AcqRel, Ordering::Acquire) {
-                Ok(_) => return true,
-                Err(current) => {
-                    let current = Tag(current);
-                    if current.state() != State::Live || current.generation() != tag.generation() {
-                        return false;
-                    }
-                    tag = current;
-                }
+            if self.free(slot, tag) {
+                return true;
             }
+            // Acquire: the new tag is checked and retried.
+            let current = Tag(slot.tag().load(Ordering::Acquire));
+            if current.state() != State::Live || current.generation() != tag.generation() {
+                return false;
+            }
+            tag = current;
         }
     }
 
@@ -821,6 +1057,21 @@ impl<'a> Table<'a> {
 
 #[cfg(any(test, loom))]
 impl Table<'_> {
+    /// The home position of `key`.
+    pub(crate) fn home_of(&self, key: &[u8]) -> usize {
+        self.key(key).unwrap().home(self.slots)
+    }
+
+    /// The sweep's step that lowers the reach of `home`.
+    pub(crate) fn shrink_reach_of(&self, home: usize) {
+        self.shrink(home);
+    }
+
+    /// The distances a lookup of a key whose home is `home` probes.
+    pub(crate) fn probes_from(&self, home: usize) -> usize {
+        self.reach(home)
+    }
+
     /// How many LIVE slots hold `key`: one at most, whatever happened.
     pub(crate) fn holders(&self, key: &[u8]) -> usize {
         let key = self.key(key).unwrap();
@@ -903,7 +1154,12 @@ mod tests {
     impl Fixture {
         /// `key_words` words of key: keys of up to `6 × key_words` bytes.
         pub(crate) fn new(slots: usize, payload_words: usize, key_words: usize) -> Self {
-            let shape = Shape { slots, payload_words, max_key_length: key_words * KEY_BYTES_PER_WORD };
+            Self::with_capacity(slots, slots, payload_words, key_words)
+        }
+
+        /// A table of `slots` slots of which `capacity` may be in use.
+        pub(crate) fn with_capacity(capacity: usize, slots: usize, payload_words: usize, key_words: usize) -> Self {
+            let shape = Shape { slots, capacity, payload_words, max_key_length: key_words * KEY_BYTES_PER_WORD };
             let words = (0..shape.words()).map(|_| AtomicU64::new(0)).collect();
             Self { words, stats: Default::default(), shape }
         }
@@ -1365,7 +1621,11 @@ mod tests {
                         })
                     })
                     .collect();
-                full += racers.into_iter().map(|r| r.join().unwrap()).filter(|r| *r == Some(TableError::Full { slots: 2 })).count();
+                full += racers
+                    .into_iter()
+                    .map(|r| r.join().unwrap())
+                    .filter(|r| *r == Some(TableError::Full { slots: 2 }))
+                    .count();
             });
             table.remove_matching(|_| true);
         }
@@ -1384,7 +1644,9 @@ mod tests {
         let again = table.find_or_insert(b"k", 151, 251).unwrap();
         assert_eq!(again.tag.stamp(), kept.tag.stamp(), "no compare-and-swap");
         assert_eq!(table.find_or_insert(b"other", 256, 400).err(), Some(TableError::Full { slots: 1 }));
-        table.find_or_insert(b"other", 250 + 100 / 16 + 1, 400).expect("reusable 1/16 of the TTL after its data expired");
+        table
+            .find_or_insert(b"other", 250 + 100 / 16 + 1, 400)
+            .expect("reusable 1/16 of the TTL after its data expired");
     }
 
     /// Claims stamped far in the future (a clock years ahead) are timed out too.
@@ -1423,5 +1685,120 @@ mod tests {
         assert_eq!(table.usage(0).claiming, 0, "an unset bit hides the slot");
         table.bitmap[index / 64].fetch_or(1 << (index % 64), Ordering::SeqCst);
         assert_eq!(table.usage(0).claiming, 1);
+    }
+
+    /// Keys whose home, in `table`, is `home`.
+    fn keys_with_home(table: &Table<'_>, home: usize, count: usize) -> Vec<Vec<u8>> {
+        (0u32..).map(|i| format!("k{i}").into_bytes()).filter(|key| table.home_of(key) == home).take(count).collect()
+    }
+
+    /// Goal 7 of issue 11: a table at its capacity refuses a new key although its headroom is
+    /// free, and the refusal sweeps a bounded number of slots instead of scanning them all.
+    #[test]
+    fn a_table_at_its_capacity_refuses_new_keys_and_leaves_its_headroom_free() {
+        let fixture = Fixture::with_capacity(3, 1_000, 1, 1);
+        let table = fixture.table();
+        for key in [b"a", b"b", b"c"] {
+            table.find_or_insert(key, 100, 200).unwrap();
+        }
+        let cursor = table.sweep_cursor.load(Ordering::SeqCst);
+        assert_eq!(table.find_or_insert(b"d", 150, 250).err(), Some(TableError::Full { slots: 3 }));
+        assert_eq!(table.usage(150), Usage { live: 3, expired: 0, claiming: 0 });
+        let swept = table.sweep_cursor.load(Ordering::SeqCst) - cursor;
+        assert_eq!(swept, SWEEP_AT_CAPACITY as u64, "one sweep, not a scan of the 1,000 slots");
+        table.remove_matching(|key| key == b"a");
+        table.find_or_insert(b"d", 150, 250).expect("a freed slot is room again");
+    }
+
+    /// The count of slots in use follows every claim and every way of freeing one.
+    #[test]
+    fn the_count_of_slots_in_use_follows_claims_and_frees() {
+        let fixture = Fixture::with_capacity(20, 30, 1, 1);
+        let table = fixture.table();
+        let in_use = |table: &Table<'_>| table.in_use.load(Ordering::SeqCst) as i64;
+        for i in 0..20u8 {
+            table.find_or_insert(&[b'k', i], 100, 100 + i as u64).unwrap();
+        }
+        assert_eq!(in_use(&table), 20);
+        assert_eq!(table.remove_matching(|key| key[1] < 5), 5);
+        assert_eq!(in_use(&table), 15);
+        // keys 5..=9 expired by 110; the sweep frees them
+        assert_eq!(table.sweep(110, 30), 5);
+        assert_eq!(in_use(&table), 10);
+        assert_eq!(table.usage(110), Usage { live: 10, expired: 0, claiming: 0 });
+        // a rival claim of a key that exists withdraws, and gives its slot back
+        let claim = reserve_by_hand(
+            &table,
+            b"k\x0f",
+            (0..30).find(|&i| Tag(table.slot(i).tag().load(Ordering::SeqCst)).state() == State::Free).unwrap(),
+            110,
+        );
+        assert!(table.complete(&claim, &table.key(b"k\x0f").unwrap(), 110, 200).is_none());
+        assert_eq!(in_use(&table), 10);
+    }
+
+    /// Goal 7 of issue 11: once the keys placed far from their home are gone, the sweep
+    /// lowers the home's reach, so lookups probe no farther than the keys stored now need.
+    #[test]
+    fn the_reach_of_a_home_shrinks_once_the_keys_placed_far_from_it_are_gone() {
+        let fixture = Fixture::new(64, 1, 1);
+        let table = fixture.table();
+        let keys = keys_with_home(&table, 10, 5);
+        for key in &keys {
+            table.find_or_insert(key, 100, 200).unwrap();
+        }
+        assert_eq!(table.probes_from(10), 5);
+        // the farthest key stays: nothing shrinks
+        assert_eq!(table.remove_matching(|key| keys[1..4].iter().any(|k| k == key)), 3);
+        table.shrink_reach_of(10);
+        assert_eq!(table.probes_from(10), 5);
+        assert!(table.find(&keys[4]).unwrap().is_some());
+        // a key of another home placed past them does not hold the reach either
+        table.remove_matching(|key| key == keys[4].as_slice());
+        assert_eq!(table.probes_from(10), 5, "freeing alone does not shrink it");
+        let other = keys_with_home(&table, 14, 1).remove(0);
+        table.find_or_insert(&other, 100, 200).unwrap();
+        table.sweep(100, 64);
+        assert_eq!(table.probes_from(10), 1, "only the home slot's key is left");
+        assert!(table.find(&keys[0]).unwrap().is_some() && table.find(&other).unwrap().is_some());
+    }
+
+    /// A claim recorded while a sweep shrinks its home's reach keeps the reach it needs: the
+    /// sweep's compare-and-swap expects the version it read, which the claim bumped.
+    #[test]
+    fn a_claim_recorded_during_a_shrink_keeps_its_reach() {
+        let fixture = Fixture::new(64, 1, 1);
+        let table = fixture.table();
+        let keys = keys_with_home(&table, 20, 3);
+        for key in &keys[..2] {
+            table.find_or_insert(key, 100, 200).unwrap();
+        }
+        table.remove_matching(|key| key == keys[1].as_slice());
+        // the shrink reads the reach word, then a claim of keys[2] lands at distance 1 and
+        // records its reach, then the shrink's compare-and-swap comes
+        let word = table.slot(20).reach();
+        let seen = word.load(Ordering::SeqCst);
+        table.find_or_insert(&keys[2], 100, 200).unwrap();
+        assert!(word.compare_exchange(seen, seen & !REACH_DISTANCE_MASK, Ordering::SeqCst, Ordering::SeqCst).is_err());
+        assert!(table.find(&keys[2]).unwrap().is_some());
+    }
+
+    /// Shrinking every home of a table two thirds full loses no key: each slot's home is told
+    /// from its ident, and never taken for another.
+    #[test]
+    fn shrinking_every_reach_keeps_every_key_found() {
+        let fixture = Fixture::new(1_500, 1, 1);
+        let table = fixture.table();
+        let keys: Vec<Vec<u8>> = (0..1_000u32).map(|i| format!("s{i}").into_bytes()).collect();
+        for key in &keys {
+            table.find_or_insert(key, 100, 200).unwrap();
+        }
+        table.remove_matching(|key| key.len() % 2 == 0);
+        for home in 0..1_500 {
+            table.shrink_reach_of(home);
+        }
+        for key in &keys {
+            assert_eq!(table.find(key).unwrap().is_some(), key.len() % 2 == 1, "{key:?}");
+        }
     }
 }

@@ -16,7 +16,8 @@ final class InfoTest extends TestCase
 {
     private const INT_KEYS = [
         'segment_bytes', 'layout_version', 'max_services', 'max_key_length', 'counter_slots',
-        'counter_slot_bytes', 'status_slots', 'status_slot_bytes', 'bytes_per_service',
+        'counter_headroom_slots', 'counter_slot_bytes', 'status_slots', 'status_headroom_slots',
+        'status_slot_bytes', 'bytes_per_service',
         'counter_slots_used', 'status_slots_used', 'claims', 'reclaims', 'full_errors',
     ];
 
@@ -50,13 +51,11 @@ final class InfoTest extends TestCase
         self::assertGreaterThanOrEqual(1, $info['layout_version']);
         self::assertGreaterThan(0, $info['counter_slot_bytes']);
         self::assertGreaterThan(0, $info['status_slot_bytes']);
-        self::assertSame(3 * $info['counter_slot_bytes'] + $info['status_slot_bytes'], $info['bytes_per_service']);
-        self::assertGreaterThanOrEqual(3 * $info['max_services'], $info['counter_slots']);
-        self::assertGreaterThanOrEqual($info['max_services'], $info['status_slots']);
-        self::assertGreaterThanOrEqual(
-            $info['counter_slots'] * $info['counter_slot_bytes'] + $info['status_slots'] * $info['status_slot_bytes'],
-            $info['segment_bytes']
-        );
+        self::assertSame(self::bytesPerService($info), $info['bytes_per_service']);
+        self::assertSame(3 * $info['max_services'], $info['counter_slots']);
+        self::assertSame($info['max_services'], $info['status_slots']);
+        self::assertSame(\intdiv($info['counter_slots'] + 1, 2), $info['counter_headroom_slots'], 'half the capacity again');
+        self::assertSame(\intdiv($info['status_slots'] + 1, 2), $info['status_headroom_slots']);
         self::assertGreaterThanOrEqual($info['max_services'] * $info['bytes_per_service'], $info['segment_bytes']);
         self::assertLessThanOrEqual($info['counter_slots'], $info['counter_slots_used']);
         self::assertLessThanOrEqual($info['status_slots'], $info['status_slots_used']);
@@ -130,12 +129,21 @@ final class InfoTest extends TestCase
 
         self::assertSame(3, $info['max_services']);
         self::assertSame(64, $info['max_key_length']);
-        self::assertSame(3 * $info['counter_slot_bytes'] + $info['status_slot_bytes'], $info['bytes_per_service']);
-        self::assertGreaterThanOrEqual(9, $info['counter_slots']);
-        self::assertGreaterThanOrEqual(3, $info['status_slots']);
+        self::assertSame(self::bytesPerService($info), $info['bytes_per_service']);
+        self::assertSame([9, 5, 3, 2], [$info['counter_slots'], $info['counter_headroom_slots'], $info['status_slots'], $info['status_headroom_slots']]);
         self::assertSame(0, $info['counter_slots_used']);
         self::assertSame(0, $info['status_slots_used']);
         self::assertSame(0, $info['claims']);
         self::assertLessThan(\ganesha_shm_info()['segment_bytes'], $info['segment_bytes'], 'a store of 3 services is smaller than one of 1024');
+    }
+
+    /** The shared memory of every slot, with the headroom, shared out over the services. */
+    private static function bytesPerService(array $info): int
+    {
+        return \intdiv(
+            ($info['counter_slots'] + $info['counter_headroom_slots']) * $info['counter_slot_bytes']
+                + ($info['status_slots'] + $info['status_headroom_slots']) * $info['status_slot_bytes'],
+            $info['max_services']
+        );
     }
 }
