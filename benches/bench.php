@@ -750,8 +750,8 @@ if (isset($relative['shm'])) {
 } else {
     $targets[] = [null, 'multi-process scaling: not measured (needs Ganesha and pcntl)'];
 }
-$targets[] = [$bytesPerService <= TARGET_BYTES, \sprintf('at most %s B of shared memory per service at 60 buckets: %s B',
-    \number_format(TARGET_BYTES), \number_format($bytesPerService))];
+$targets[] = [$bytesPerService <= TARGET_BYTES, \sprintf('at most %s B of shared memory per service at 60 buckets (ganesha_shm.max_buckets=%d): %s B',
+    \number_format(TARGET_BYTES), \ini_get('ganesha_shm.max_buckets'), \number_format($bytesPerService))];
 foreach ($targets as [$met, $text]) {
     say(\sprintf('  [%s] %s', $met === null ? 'not measured' : ($met ? 'met' : 'NOT MET'), $text));
 }

@@ -111,7 +111,8 @@ pub struct AbstractSlidingTimeWindowShm {
 
 #[php_impl]
 impl AbstractSlidingTimeWindowShm {
-    /// Most buckets a time window can be split into.
+    /// Most buckets a time window can be split into, with `ganesha_shm.max_buckets` at its
+    /// largest (the setting may lower it).
     pub const MAX_BUCKETS: i64 = window::MAX_BUCKETS as i64;
     /// Buckets a time window is split into when no bucket duration is given.
     pub const DEFAULT_BUCKETS: i64 = window::DEFAULT_BUCKETS as i64;
@@ -146,7 +147,10 @@ impl AbstractSlidingTimeWindowShm {
         let strategy = if strategy == COUNT_STRATEGY.as_bytes() {
             Strategy::Count
         } else {
-            Strategy::Rate(Window::new(long(configuration, "timeWindow")?, self.bucket_duration).map_err(window_error)?)
+            let time_window = long(configuration, "timeWindow")?;
+            Strategy::Rate(
+                Window::new(time_window, self.bucket_duration, process::max_buckets()).map_err(window_error)?,
+            )
         };
         let interval_to_half_open = long(configuration, "intervalToHalfOpen")?.max(0) as u64;
         let thresholds = match strategy {

@@ -15,16 +15,19 @@
 use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;
 
-use crate::store::{init_counter, init_status, Store, COUNTER_PAYLOAD_WORDS, STATUS_PAYLOAD_WORDS};
+use crate::store::{counter_payload_words, init_counter, init_status, Store, STATUS_PAYLOAD_WORDS};
 use crate::sync::model::run_stopping_after;
 use crate::sync::AtomicU64;
 use crate::table::{Shape, Stats, Table, TableError};
-use crate::window::Window;
+use crate::window::{Ring, Window, MAX_BUCKETS};
 
 /// Interleavings explored by all scenarios, printed by `report`.
 static EXPLORED: AtomicUsize = AtomicUsize::new(0);
 
 const COUNTER_SLOTS: usize = 3;
+
+/// The counters' ring: for windows of up to [`MAX_BUCKETS`] (2 under the model checker).
+const RING: Ring = Ring::for_windows_of(MAX_BUCKETS);
 
 struct Fixture {
     counters: Vec<AtomicU64>,
@@ -33,7 +36,12 @@ struct Fixture {
 }
 
 fn counter_shape() -> Shape {
-    Shape { slots: COUNTER_SLOTS, capacity: COUNTER_SLOTS, payload_words: COUNTER_PAYLOAD_WORDS, max_key_length: 6 }
+    Shape {
+        slots: COUNTER_SLOTS,
+        capacity: COUNTER_SLOTS,
+        payload_words: counter_payload_words(RING),
+        max_key_length: 6,
+    }
 }
 
 fn status_shape() -> Shape {
@@ -56,13 +64,14 @@ impl Fixture {
         Store::from_tables(
             Table::new(&self.counters, counter_shape(), 7, false, stats, init_counter),
             Table::new(&self.statuses, status_shape(), 7, false, stats, init_status),
+            RING,
         )
     }
 }
 
 /// Two buckets of 2 s: a load at `t` sums the events of `t - 2 - t % 2` to `t`.
 fn window() -> Window {
-    Window::new(4, Some(2)).unwrap()
+    Window::new(4, Some(2), MAX_BUCKETS).unwrap()
 }
 
 /// Runs `scenario` under loom, counting the interleavings: its own count, so that scenarios

@@ -103,6 +103,12 @@ pub fn max_services() -> u64 {
     SEGMENT.get().and_then(|s| s.as_ref().ok()).map_or(0, |s| s.layout().settings.max_services)
 }
 
+/// The effective `ganesha_shm.max_buckets`: the longest window the store's rings hold (the
+/// largest there is when the store could not be set up: every call then fails anyway).
+pub fn max_buckets() -> u64 {
+    SEGMENT.get().and_then(|s| s.as_ref().ok()).map_or(crate::window::MAX_BUCKETS, |s| s.layout().settings.max_buckets)
+}
+
 /// The figures shown by `ganesha_shm_info()`, `phpinfo()` and the metrics, in order, with
 /// what each means.
 pub fn figures(segment: &Segment) -> Vec<(&'static str, u64, &'static str)> {
@@ -116,6 +122,11 @@ pub fn figures(segment: &Segment) -> Vec<(&'static str, u64, &'static str)> {
         ("layout_version", segment.layout_version(), "Version of the segment's layout."),
         ("max_services", layout.settings.max_services, "Services the store has room for (ganesha_shm.max_services)."),
         ("max_key_length", layout.settings.max_key_length, "Longest key in bytes (ganesha_shm.max_key_length)."),
+        (
+            "max_buckets",
+            layout.settings.max_buckets,
+            "Most buckets a time window may be split into (ganesha_shm.max_buckets).",
+        ),
         ("counter_slots", layout.counters.capacity as u64, "Counter slots new keys may take: 3 per service."),
         (
             "counter_headroom_slots",

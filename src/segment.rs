@@ -47,6 +47,7 @@ mod header {
     pub const STATS: usize = 7;
     /// The process-id namespace of the creator (see [`super::Segment::checks_claimers`]).
     pub const PID_NAMESPACE: usize = 10;
+    pub const MAX_BUCKETS: usize = 11;
     /// Header length; the rest of the first cache lines is left for later versions.
     pub const WORDS: usize = 16;
 }
@@ -64,21 +65,30 @@ pub struct Settings {
     pub max_services: u64,
     /// Longest key, in bytes, that a slot can hold.
     pub max_key_length: u64,
+    /// Most buckets a time window may be split into: what each counter's ring is sized for.
+    pub max_buckets: u64,
 }
 
 impl Settings {
     pub const MAX_SERVICES_RANGE: (u64, u64) = (1, 1 << 20);
     pub const MAX_KEY_LENGTH_RANGE: (u64, u64) = (8, 4096);
+    pub const MAX_BUCKETS_RANGE: (u64, u64) = (1, 120);
 
     fn in_range(&self) -> bool {
         let within = |value: u64, (min, max): (u64, u64)| (min..=max).contains(&value);
-        within(self.max_services, Self::MAX_SERVICES_RANGE) && within(self.max_key_length, Self::MAX_KEY_LENGTH_RANGE)
+        within(self.max_services, Self::MAX_SERVICES_RANGE)
+            && within(self.max_key_length, Self::MAX_KEY_LENGTH_RANGE)
+            && within(self.max_buckets, Self::MAX_BUCKETS_RANGE)
     }
 }
 
 impl fmt::Display for Settings {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "max_services={}, max_key_length={}", self.max_services, self.max_key_length)
+        write!(
+            f,
+            "max_services={}, max_key_length={}, max_buckets={}",
+            self.max_services, self.max_key_length, self.max_buckets
+        )
     }
 }
 
@@ -188,6 +198,7 @@ fn header_words(layout: &Regions, hash_seed: u64, pid_namespace: u64) -> [u64; h
     words[header::RING_BUCKETS] = layout.ring_buckets;
     words[header::HASH_SEED] = hash_seed;
     words[header::PID_NAMESPACE] = pid_namespace;
+    words[header::MAX_BUCKETS] = layout.settings.max_buckets;
     words
 }
 
@@ -206,7 +217,11 @@ pub fn parse_header(bytes: &[u8], layout_of: LayoutOf) -> Result<Regions, Header
     if word(header::LAYOUT_VERSION) != LAYOUT_VERSION {
         return Err(HeaderError::Version { found: word(header::LAYOUT_VERSION) });
     }
-    let settings = Settings { max_services: word(header::MAX_SERVICES), max_key_length: word(header::MAX_KEY_LENGTH) };
+    let settings = Settings {
+        max_services: word(header::MAX_SERVICES),
+        max_key_length: word(header::MAX_KEY_LENGTH),
+        max_buckets: word(header::MAX_BUCKETS),
+    };
     if !settings.in_range() {
         return Err(HeaderError::Corrupt { what: "settings out of range" });
     }
@@ -503,14 +518,14 @@ pub(crate) mod tests {
     use super::*;
 
     pub(crate) fn settings(max_services: u64) -> Settings {
-        Settings { max_services, max_key_length: 160 }
+        Settings { max_services, max_key_length: 160, max_buckets: 120 }
     }
 
     /// A layout of two regions for the segment's own tests, shaped like the store's.
     fn regions(settings: Settings) -> Regions {
         Regions {
             settings,
-            ring_buckets: 122,
+            ring_buckets: settings.max_buckets + 2,
             words: [
                 settings.max_services as usize * 300,
                 settings.max_services as usize * 10 + settings.max_key_length as usize,
@@ -641,7 +656,12 @@ pub(crate) mod tests {
         let path = dir.file("circuits");
         open(&path, settings(2), 0o600).unwrap();
         let before = std::fs::read(&path).unwrap();
-        for other in [settings(1), settings(3), Settings { max_services: 2, max_key_length: 64 }] {
+        for other in [
+            settings(1),
+            settings(3),
+            Settings { max_key_length: 64, ..settings(2) },
+            Settings { max_buckets: 60, ..settings(2) },
+        ] {
             let expected = HeaderError::Settings { file: settings(2), ours: other };
             assert_eq!(refusal(&path, other, 0o600), Refusal::Header(expected));
         }
@@ -774,13 +794,14 @@ pub(crate) mod tests {
 
         /// Header words the parser checks; the others (seed, statistics, namespace, spare) may
         /// hold anything.
-        const CHECKED: [usize; 6] = [
+        const CHECKED: [usize; 7] = [
             header::MAGIC,
             header::LAYOUT_VERSION,
             header::SEGMENT_BYTES,
             header::MAX_SERVICES,
             header::MAX_KEY_LENGTH,
             header::RING_BUCKETS,
+            header::MAX_BUCKETS,
         ];
 
         proptest! {
@@ -796,7 +817,7 @@ pub(crate) mod tests {
                 length in 0usize..200,
             ) {
                 let mut bytes = if over_header {
-                    header_bytes(&header_words(&regions(Settings { max_services, max_key_length: 160 }), 1, 2))
+                    header_bytes(&header_words(&regions(Settings { max_services, ..settings(1) }), 1, 2))
                 } else {
                     vec![0; 0]
                 };
@@ -818,10 +839,11 @@ pub(crate) mod tests {
             fn a_header_with_one_word_changed_is_refused_or_describes_what_it_says(
                 max_services in 1u64..5000,
                 max_key_length in 8u64..4097,
+                max_buckets in 1u64..121,
                 index in 0..header::WORDS,
                 value in prop_oneof![any::<u64>(), 0u64..10_000_000],
             ) {
-                let layout = regions(Settings { max_services, max_key_length });
+                let layout = regions(Settings { max_services, max_key_length, max_buckets });
                 let mut words = header_words(&layout, 7, 9);
                 words[index] = value;
                 match parse_header(&header_bytes(&words), regions) {
@@ -829,6 +851,7 @@ pub(crate) mod tests {
                         prop_assert_eq!(parsed.segment_bytes() as u64, words[header::SEGMENT_BYTES]);
                         prop_assert_eq!(parsed.settings.max_services, words[header::MAX_SERVICES]);
                         prop_assert_eq!(parsed.settings.max_key_length, words[header::MAX_KEY_LENGTH]);
+                        prop_assert_eq!(parsed.settings.max_buckets, words[header::MAX_BUCKETS]);
                     }
                     Err(_) => prop_assert!(CHECKED.contains(&index), "word {} is not checked", index),
                 }

@@ -11,20 +11,23 @@ use crate::segment::Settings;
 
 pub const INI_MAX_SERVICES: &str = "ganesha_shm.max_services";
 pub const INI_MAX_KEY_LENGTH: &str = "ganesha_shm.max_key_length";
+pub const INI_MAX_BUCKETS: &str = "ganesha_shm.max_buckets";
 pub const INI_PATH: &str = "ganesha_shm.path";
 pub const INI_MODE: &str = "ganesha_shm.mode";
 
 /// Every setting, in the order phpinfo() lists them.
-pub const ALL: [&str; 4] = [INI_MAX_SERVICES, INI_MAX_KEY_LENGTH, INI_PATH, INI_MODE];
+pub const ALL: [&str; 5] = [INI_MAX_SERVICES, INI_MAX_KEY_LENGTH, INI_MAX_BUCKETS, INI_PATH, INI_MODE];
 
 const DEFAULT_MAX_SERVICES: u64 = 1024;
 const DEFAULT_MAX_KEY_LENGTH: u64 = 160;
+const DEFAULT_MAX_BUCKETS: u64 = 120;
 const DEFAULT_MODE: u32 = 0o600;
 
 /// The settings as PHP registers them (the defaults are the constants above, as text).
-pub static INI_ENTRIES: IniEntryDefs<5> = IniEntryDefs::new([
+pub static INI_ENTRIES: IniEntryDefs<6> = IniEntryDefs::new([
     IniEntryDef::new(c"ganesha_shm.max_services", c"1024", IniEntryPermission::System),
     IniEntryDef::new(c"ganesha_shm.max_key_length", c"160", IniEntryPermission::System),
+    IniEntryDef::new(c"ganesha_shm.max_buckets", c"120", IniEntryPermission::System),
     IniEntryDef::new(c"ganesha_shm.path", c"", IniEntryPermission::System),
     IniEntryDef::new(c"ganesha_shm.mode", c"0600", IniEntryPermission::System),
     IniEntryDef::end(),
@@ -47,6 +50,7 @@ pub fn register_and_read(module_number: i32) -> Startup {
     let settings = Settings {
         max_services: whole_number(&ini, INI_MAX_SERVICES, DEFAULT_MAX_SERVICES, Settings::MAX_SERVICES_RANGE),
         max_key_length: whole_number(&ini, INI_MAX_KEY_LENGTH, DEFAULT_MAX_KEY_LENGTH, Settings::MAX_KEY_LENGTH_RANGE),
+        max_buckets: whole_number(&ini, INI_MAX_BUCKETS, DEFAULT_MAX_BUCKETS, Settings::MAX_BUCKETS_RANGE),
     };
     let path = ini.get(INI_PATH).cloned().flatten().filter(|path| !path.is_empty());
     let mode = if path.is_some() { mode(&ini) } else { DEFAULT_MODE };

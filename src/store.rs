@@ -1,6 +1,6 @@
 //! The circuit store: what Ganesha's storage calls mean, over the two tables of the segment.
 //!
-//! * Counter keys (success, failure, rejection) map to a ring of [`RING_LEN`] bucket words
+//! * Counter keys (success, failure, rejection) map to a [`Ring`] of bucket words
 //!   (Rate strategy), a plain counter (Count strategy) and the last failure time. An increment
 //!   is one compare-and-swap on one word; a load sums the words of the buckets in the window.
 //! * Status keys map to a status with its expiry.
@@ -18,9 +18,7 @@ use crate::segment::{Regions, Segment, Settings};
 use crate::table::{Entry, Table, TableError, Usage};
 #[cfg(not(loom))]
 use crate::table::{Shape, Stats};
-use crate::window::{
-    generation_byte, ring_index, timed, total, BucketWord, CountWord, Window, COUNT_TTL, RING_LEN, STATUS_TTL,
-};
+use crate::window::{generation_byte, timed, total, BucketWord, CountWord, Ring, Window, COUNT_TTL, STATUS_TTL};
 
 /// Payload word of a counter slot holding the last failure time, and its expiry.
 const LAST_FAILURE_VALUE: usize = 0;
@@ -43,7 +41,9 @@ const CALM_DOWNS: usize = 3;
 
 /// Payload words of a counter slot: the last failure time (value, expiry), the Count
 /// strategy's counter, two totals, then the ring of buckets.
-pub const COUNTER_PAYLOAD_WORDS: usize = RING + RING_LEN as usize;
+pub const fn counter_payload_words(ring: Ring) -> usize {
+    RING + ring.len() as usize
+}
 
 /// Payload words of a status slot: the status (value, expiry), two totals.
 pub const STATUS_PAYLOAD_WORDS: usize = 4;
@@ -116,7 +116,10 @@ impl Layout {
         };
         Self {
             settings,
-            counters: shape((settings.max_services * COUNTERS_PER_SERVICE) as usize, COUNTER_PAYLOAD_WORDS),
+            counters: shape(
+                (settings.max_services * COUNTERS_PER_SERVICE) as usize,
+                counter_payload_words(Self::ring(settings)),
+            ),
             statuses: shape(settings.max_services as usize, STATUS_PAYLOAD_WORDS),
         }
     }
@@ -124,7 +127,16 @@ impl Layout {
     /// The regions the segment maps for this layout.
     pub fn regions(settings: Settings) -> Regions {
         let layout = Self::new(settings);
-        Regions { settings, ring_buckets: RING_LEN, words: [layout.counters.words(), layout.statuses.words()] }
+        Regions {
+            settings,
+            ring_buckets: Self::ring(settings).len(),
+            words: [layout.counters.words(), layout.statuses.words()],
+        }
+    }
+
+    /// The ring every counter keeps, for windows of up to `max_buckets` buckets.
+    pub fn ring(settings: Settings) -> Ring {
+        Ring::for_windows_of(settings.max_buckets)
     }
 
     pub fn segment_bytes(&self) -> usize {
@@ -155,6 +167,8 @@ pub struct StoreError {
 pub struct Store<'a> {
     counters: Table<'a>,
     statuses: Table<'a>,
+    /// The ring of every counter slot.
+    ring: Ring,
 }
 
 impl<'a> Store<'a> {
@@ -166,13 +180,14 @@ impl<'a> Store<'a> {
         Self {
             counters: Table::new(segment.region(0), layout.counters, seed, checks, stats, init_counter),
             statuses: Table::new(segment.region(1), layout.statuses, seed, checks, stats, init_status),
+            ring: Layout::ring(layout.settings),
         }
     }
 
     /// A store over two tables built elsewhere (the model checker, and tests).
     #[cfg(any(test, loom))]
-    pub fn from_tables(counters: Table<'a>, statuses: Table<'a>) -> Self {
-        Self { counters, statuses }
+    pub fn from_tables(counters: Table<'a>, statuses: Table<'a>, ring: Ring) -> Self {
+        Self { counters, statuses, ring }
     }
 
     /// How many LIVE counter slots hold `key`.
@@ -230,12 +245,14 @@ impl<'a> Store<'a> {
 
     /// Counts one event of `key` in the current bucket.
     pub fn increment(&self, key: &[u8], window: &Window, now: u64) -> Result<(), StoreError> {
+        debug_assert!(window.window_buckets() < self.ring.len(), "windows are made for this store's rings");
         let bucket = window.bucket_at(now);
+        let (index, lap) = (self.ring.index(bucket), self.ring.lap(bucket));
         self.write(TableKind::Counters, key, now, window.ttl(), true, |entry| {
             let generation = BucketWord::generation_of(entry.generation());
-            let counted = update_word(&entry.payload()[RING + ring_index(bucket)], entry, |word| {
+            let counted = update_word(&entry.payload()[RING + index], entry, |word| {
                 let word = BucketWord(word);
-                (word.generation() == generation).then(|| word.incremented(bucket).0)
+                (word.generation() == generation).then(|| word.incremented(lap).0)
             });
             if counted {
                 // Counted in the window, so in the total too (unless the slot went meanwhile).
@@ -272,12 +289,13 @@ impl<'a> Store<'a> {
         let Some(entry) = self.find(TableKind::Counters, key)? else {
             return Ok(window.buckets_at(now).fold(init, |acc, bucket| f(acc, bucket, 0)));
         };
+        debug_assert!(window.window_buckets() < self.ring.len(), "windows are made for this store's rings");
         let generation = BucketWord::generation_of(entry.generation());
         let ring = &entry.payload()[RING..];
         Ok(window.buckets_at(now).fold(init, |acc, bucket| {
             // Relaxed: each count stands alone; a load is not a snapshot across buckets.
-            let word = BucketWord(ring[ring_index(bucket)].load(Ordering::Relaxed));
-            let count = if word.generation() == generation { word.count_in(bucket) } else { 0 };
+            let word = BucketWord(ring[self.ring.index(bucket)].load(Ordering::Relaxed));
+            let count = if word.generation() == generation { word.count_in(self.ring.lap(bucket)) } else { 0 };
             f(acc, bucket, count)
         }))
     }
@@ -618,13 +636,22 @@ fn replace_word(word: &AtomicU64, entry: &Entry<'_>, new: u64) -> bool {
 mod tests {
     use super::*;
     use crate::segment::{Segment, Settings};
+    use crate::window::MAX_BUCKETS;
+
+    /// The ring of the tests' stores, sized for the longest windows.
+    const RING_OF_TESTS: Ring = Ring::for_windows_of(MAX_BUCKETS);
 
     fn segment(max_services: u64) -> Segment {
-        Segment::create_anonymous(Layout::regions(Settings { max_services, max_key_length: 64 })).unwrap()
+        Segment::create_anonymous(Layout::regions(Settings {
+            max_services,
+            max_key_length: 64,
+            max_buckets: MAX_BUCKETS,
+        }))
+        .unwrap()
     }
 
     fn window(time_window: i64, bucket_duration: Option<u64>) -> Window {
-        Window::new(time_window, bucket_duration).unwrap()
+        Window::new(time_window, bucket_duration, MAX_BUCKETS).unwrap()
     }
 
     /// Tables with no headroom, over process-local words: a new key can only take the slot
@@ -651,7 +678,7 @@ mod tests {
         fn shapes(max_services: usize) -> [Shape; 2] {
             let shape =
                 |capacity, payload_words| Shape { slots: capacity, capacity, payload_words, max_key_length: 64 };
-            [shape(3 * max_services, COUNTER_PAYLOAD_WORDS), shape(max_services, STATUS_PAYLOAD_WORDS)]
+            [shape(3 * max_services, counter_payload_words(RING_OF_TESTS)), shape(max_services, STATUS_PAYLOAD_WORDS)]
         }
 
         fn store(&self) -> Store<'_> {
@@ -660,15 +687,27 @@ mod tests {
             Store::from_tables(
                 Table::new(&self.counters, counters, 7, true, stats, init_counter),
                 Table::new(&self.statuses, statuses, 7, true, stats, init_status),
+                RING_OF_TESTS,
             )
         }
     }
 
     const T0: u64 = 1_800_000_000;
 
+    /// Goal 7 of issue 11: at most 4 KB a service, with the headroom, for windows of 60 buckets.
+    #[test]
+    fn layout_for_windows_of_sixty_buckets() {
+        let layout = Layout::new(Settings { max_services: 1024, max_key_length: 160, max_buckets: 60 });
+        // header 4 + last failure 2 + count 1 + totals 2 + ring 62 + key 27 words
+        assert_eq!(layout.counters.slot_words() * 8, 784);
+        assert_eq!(layout.bytes_per_service(), (4608 * 784 + 1536 * 280) / 1024);
+        assert_eq!(layout.bytes_per_service(), 3948);
+        assert!(layout.bytes_per_service() <= 4096);
+    }
+
     #[test]
     fn layout_of_the_default_settings() {
-        let layout = Layout::new(Settings { max_services: 1024, max_key_length: 160 });
+        let layout = Layout::new(Settings { max_services: 1024, max_key_length: 160, max_buckets: 120 });
         // half as many slots again as the capacity
         assert_eq!((layout.counters.capacity, layout.counters.slots), (3072, 4608));
         assert_eq!((layout.statuses.capacity, layout.statuses.slots), (1024, 1536));
@@ -793,7 +832,7 @@ mod tests {
         let stale = store.counters().find(b"old").unwrap().unwrap();
         store.remove_matching(|k| k == b"old");
         store.increment(b"new", &w, T0).unwrap();
-        let word = &stale.payload()[RING + ring_index(w.bucket_at(T0))];
+        let word = &stale.payload()[RING + RING_OF_TESTS.index(w.bucket_at(T0))];
         assert!(!update_word(word, &stale, |w| Some(w + 1)), "the stale writer is turned away");
         assert_eq!(store.load(b"new", &w, T0).unwrap(), 1);
     }
@@ -1030,7 +1069,7 @@ mod tests {
         store.increment(b"x1", &w, T0).unwrap();
         store.increment(b"x2", &w, T0).unwrap();
         let stale = store.counters().find(b"old").unwrap().unwrap();
-        let word = &stale.payload()[RING + ring_index(w.bucket_at(T0))];
+        let word = &stale.payload()[RING + RING_OF_TESTS.index(w.bucket_at(T0))];
         let recycled = std::cell::Cell::new(false);
         let wrote = update_word(word, &stale, |current| {
             if !recycled.replace(true) {
@@ -1042,7 +1081,7 @@ mod tests {
             }
             let current = BucketWord(current);
             (current.generation() == BucketWord::generation_of(stale.generation()))
-                .then(|| current.incremented(w.bucket_at(T0)).0)
+                .then(|| current.incremented(RING_OF_TESTS.lap(w.bucket_at(T0))).0)
         });
         let new = store.counters().find(b"new").unwrap().unwrap();
         assert_eq!(new.generation(), stale.generation() + 256, "the same slot, 256 claims later");
@@ -1082,7 +1121,7 @@ mod tests {
         const HEADER_BYTES: usize = crate::segment::HEADER_BYTES;
 
         fn settings(max_services: u64) -> Settings {
-            Settings { max_services, max_key_length: 160 }
+            Settings { max_services, max_key_length: 160, max_buckets: 120 }
         }
 
         fn header_bytes(words: &[u64]) -> Vec<u8> {
@@ -1100,7 +1139,7 @@ mod tests {
                 let dir = TempDir::new();
                 let path = dir.file("circuits");
                 let keys = [&b"svc.failure"[..], b"", &[0xff; 160]];
-                let window = Window::new(60, None).unwrap();
+                let window = Window::new(60, None, MAX_BUCKETS).unwrap();
                 let exercise = |store: &Store<'_>| {
                     for key in keys {
                         let _ = store.increment(key, &window, now);

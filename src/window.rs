@@ -5,17 +5,46 @@
 //! an event at time `t` is counted in bucket `t / bucket_duration`, and a load at time `now`
 //! sums the `window_buckets` buckets ending with the current one.
 
-/// Most buckets a time window can be split into.
+/// Most buckets a time window can be split into, whatever the store's rings are sized for.
 #[cfg(not(loom))]
 pub const MAX_BUCKETS: u64 = 120;
 /// Small under the model checker, so that a counter slot has few words.
 #[cfg(loom)]
 pub const MAX_BUCKETS: u64 = 2;
 
-/// Buckets in every counter's ring: two more than the longest window, so that writers up to
-/// two buckets ahead of a reader (their clock a little ahead, or they read it a moment later)
-/// never overwrite the oldest bucket the reader sums.
-pub const RING_LEN: u64 = MAX_BUCKETS + 2;
+/// The ring of bucket words of every counter of a store whose windows have at most
+/// `max_buckets` buckets: two more than that, so that writers up to two buckets ahead of a
+/// reader (their clock a little ahead, or they read it a moment later) never overwrite the
+/// oldest bucket the reader sums.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ring {
+    ring_len: u64,
+}
+
+impl Ring {
+    pub const fn for_windows_of(max_buckets: u64) -> Self {
+        Self { ring_len: max_buckets + 2 }
+    }
+
+    /// Bucket words in the ring.
+    pub const fn len(&self) -> u64 {
+        self.ring_len
+    }
+
+    /// The ring position of a bucket: each counter keeps its last `len()` buckets.
+    pub fn index(&self, bucket: u64) -> usize {
+        (bucket % self.ring_len) as usize
+    }
+
+    /// The lap of the ring a bucket is on (see [`BucketWord`]).
+    pub fn lap(&self, bucket: u64) -> Lap {
+        Lap((bucket / self.ring_len) & LAP_MASK)
+    }
+}
+
+/// Which lap of its ring a bucket is on: with the ring position it identifies the bucket.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Lap(u64);
 
 /// Buckets a time window is split into when no bucket duration is given.
 pub const DEFAULT_BUCKETS: u64 = 60;
@@ -35,8 +64,9 @@ pub enum WindowError {
     TimeWindowNotPositive(i64),
     /// The bucket duration is longer than the time window.
     BucketLongerThanWindow { bucket_duration: u64, time_window: u64 },
-    /// The bucket duration splits the time window into more than [`MAX_BUCKETS`] buckets.
-    TooManyBuckets { bucket_duration: u64, time_window: u64, window_buckets: u64 },
+    /// The bucket duration splits the time window into more buckets than the store's rings
+    /// hold (`max_buckets`, at most [`MAX_BUCKETS`]).
+    TooManyBuckets { bucket_duration: u64, time_window: u64, window_buckets: u64, max_buckets: u64 },
 }
 
 impl std::fmt::Display for WindowError {
@@ -52,10 +82,11 @@ impl std::fmt::Display for WindowError {
                 f,
                 "The bucket duration ({bucket_duration} s) must not exceed the time window ({time_window} s)."
             ),
-            Self::TooManyBuckets { bucket_duration, time_window, window_buckets } => write!(
+            Self::TooManyBuckets { bucket_duration, time_window, window_buckets, max_buckets } => write!(
                 f,
                 "A bucket duration of {bucket_duration} s splits the time window ({time_window} s) \
-                 into {window_buckets} buckets, the maximum is {MAX_BUCKETS}."
+                 into {window_buckets} buckets, the maximum is {max_buckets} (ganesha_shm.max_buckets, \
+                 at most {MAX_BUCKETS})."
             ),
         }
     }
@@ -79,8 +110,9 @@ pub struct Window {
 
 impl Window {
     /// Splits `time_window` seconds into buckets of `bucket_duration` seconds, or of
-    /// ceil(time_window / 60) seconds when none is given.
-    pub fn new(time_window: i64, bucket_duration: Option<u64>) -> Result<Self, WindowError> {
+    /// ceil(time_window / 60) seconds when none is given, into at most `max_buckets` buckets
+    /// (what the store's rings hold).
+    pub fn new(time_window: i64, bucket_duration: Option<u64>, max_buckets: u64) -> Result<Self, WindowError> {
         if time_window < 1 {
             return Err(WindowError::TimeWindowNotPositive(time_window));
         }
@@ -90,8 +122,8 @@ impl Window {
             return Err(WindowError::BucketLongerThanWindow { bucket_duration, time_window });
         }
         let window_buckets = time_window.div_ceil(bucket_duration);
-        if window_buckets > MAX_BUCKETS {
-            return Err(WindowError::TooManyBuckets { bucket_duration, time_window, window_buckets });
+        if window_buckets > max_buckets.min(MAX_BUCKETS) {
+            return Err(WindowError::TooManyBuckets { bucket_duration, time_window, window_buckets, max_buckets });
         }
         Ok(Self { bucket_duration, window_buckets })
     }
@@ -100,7 +132,6 @@ impl Window {
         self.bucket_duration
     }
 
-    #[cfg(test)]
     pub fn window_buckets(&self) -> u64 {
         self.window_buckets
     }
@@ -125,20 +156,16 @@ impl Window {
     }
 }
 
-/// The ring position of a bucket: each counter keeps its last [`RING_LEN`] buckets.
-pub fn ring_index(bucket: u64) -> usize {
-    (bucket % RING_LEN) as usize
-}
-
 /// One bucket of a counter's ring, as one 64-bit word, so that an increment is one
 /// compare-and-swap: `[generation: 16][lap: 20][count: 28]`.
 ///
 /// * `generation` is the low 16 bits of the generation of the claim the word belongs to: a
 ///   writer that looked the slot up before it was recycled for another key holds a word of the
 ///   old generation, and its compare-and-swap fails.
-/// * `lap` is `bucket / RING_LEN` (mod 2^20): with the ring position it identifies the bucket,
-///   so a word left from an older lap of the ring is not counted. It repeats only after
-///   2^20 × 122 buckets, four years of one-second buckets.
+/// * `lap` is `bucket / ring length` (mod 2^20, see [`Ring::lap`]): with the ring position it
+///   identifies the bucket, so a word left from an older lap of the ring is not counted. It
+///   repeats only after 2^20 × ring length buckets: with the shortest ring (3 words), a month of
+///   one-second buckets; with the longest (122), four years.
 /// * A claim sets the word to [`BucketWord::empty`]: no events, under a lap made of the rest of
 ///   the claim's generation, so that an empty word is unique to its claim and a writer stalled
 ///   since it read an empty word of an earlier claim fails its compare-and-swap.
@@ -150,10 +177,6 @@ const LAP_BITS: u32 = 20;
 const LAP_MASK: u64 = (1 << LAP_BITS) - 1;
 const COUNT_BITS: u32 = 28;
 const COUNT_MASK: u64 = (1 << COUNT_BITS) - 1;
-
-fn lap_of(bucket: u64) -> u64 {
-    (bucket / RING_LEN) & LAP_MASK
-}
 
 /// The low byte of a claim's generation, which the Count and timed words carry in their top byte.
 pub fn generation_byte(generation: u32) -> u8 {
@@ -179,26 +202,26 @@ impl BucketWord {
         self.0 & COUNT_MASK
     }
 
-    /// Whether this word holds events of `bucket` (the ring position is the caller's).
-    pub fn holds(self, bucket: u64) -> bool {
-        (self.0 >> COUNT_BITS) & LAP_MASK == lap_of(bucket)
+    /// Whether this word holds events of the bucket on `lap` (the ring position is the caller's).
+    pub fn holds(self, lap: Lap) -> bool {
+        (self.0 >> COUNT_BITS) & LAP_MASK == lap.0
     }
 
-    /// The count this word adds to a load of `bucket`.
-    pub fn count_in(self, bucket: u64) -> u64 {
-        if self.holds(bucket) {
+    /// The count this word adds to a load of the bucket on `lap`.
+    pub fn count_in(self, lap: Lap) -> u64 {
+        if self.holds(lap) {
             self.count()
         } else {
             0
         }
     }
 
-    /// The word after one more event in `bucket`: one more if the word already holds that
-    /// bucket, else a fresh count of one replacing the old lap's.
-    pub fn incremented(self, bucket: u64) -> Self {
+    /// The word after one more event in the bucket on `lap`: one more if the word already
+    /// holds that bucket, else a fresh count of one replacing the old lap's.
+    pub fn incremented(self, lap: Lap) -> Self {
         let generation = (self.generation() as u64) << 48;
-        let count = if self.holds(bucket) { (self.count() + 1).min(COUNT_MASK) } else { 1 };
-        Self(generation | lap_of(bucket) << COUNT_BITS | count)
+        let count = if self.holds(lap) { (self.count() + 1).min(COUNT_MASK) } else { 1 };
+        Self(generation | lap.0 << COUNT_BITS | count)
     }
 }
 
@@ -354,7 +377,7 @@ mod tests {
     }
 
     fn window(time_window: i64, bucket_duration: Option<u64>) -> Window {
-        Window::new(time_window, bucket_duration).unwrap()
+        Window::new(time_window, bucket_duration, MAX_BUCKETS).unwrap()
     }
 
     #[test]
@@ -374,14 +397,20 @@ mod tests {
 
     #[test]
     fn bucket_durations_that_do_not_fit_are_refused_with_the_numbers() {
-        let longer = Window::new(10, Some(20)).unwrap_err();
+        let longer = Window::new(10, Some(20), MAX_BUCKETS).unwrap_err();
         assert_eq!(longer, WindowError::BucketLongerThanWindow { bucket_duration: 20, time_window: 10 });
         assert!(longer.to_string().contains("(20 s)") && longer.to_string().contains("(10 s)"));
-        let many = Window::new(241, Some(2)).unwrap_err();
-        assert_eq!(many, WindowError::TooManyBuckets { bucket_duration: 2, time_window: 241, window_buckets: 121 });
-        assert!(many.to_string().contains("121 buckets, the maximum is 120"));
-        assert!(matches!(Window::new(600, Some(1)), Err(WindowError::TooManyBuckets { .. })));
-        assert_eq!(Window::new(0, None), Err(WindowError::TimeWindowNotPositive(0)));
+        let many = Window::new(241, Some(2), MAX_BUCKETS).unwrap_err();
+        let too_many = |window_buckets, max_buckets| WindowError::TooManyBuckets {
+            bucket_duration: 2,
+            time_window: 241,
+            window_buckets,
+            max_buckets,
+        };
+        assert_eq!(many, too_many(121, 120));
+        assert!(many.to_string().contains("121 buckets, the maximum is 120 (ganesha_shm.max_buckets, at most 120)"));
+        assert!(matches!(Window::new(600, Some(1), MAX_BUCKETS), Err(WindowError::TooManyBuckets { .. })));
+        assert_eq!(Window::new(0, None, MAX_BUCKETS), Err(WindowError::TimeWindowNotPositive(0)));
         assert_eq!(check_bucket_duration(Some(0)), Err(WindowError::BucketDurationNotPositive(0)));
         assert_eq!(check_bucket_duration(Some(5)), Ok(Some(5)));
     }
@@ -410,31 +439,52 @@ mod tests {
 
     #[test]
     fn buckets_of_one_window_never_share_a_ring_position() {
-        let w = window(120, Some(1));
-        const { assert!(RING_LEN > MAX_BUCKETS, "the ring is longer than the longest window") };
-        let mut seen = std::collections::HashSet::new();
-        assert!(w.buckets_at(1_234_567).all(|b| seen.insert(ring_index(b))));
+        for max_buckets in [1, 7, 60, MAX_BUCKETS] {
+            let ring = Ring::for_windows_of(max_buckets);
+            assert!(ring.len() > max_buckets, "the ring is longer than the longest window");
+            let w = Window::new(max_buckets as i64, Some(1), max_buckets).unwrap();
+            let mut seen = std::collections::HashSet::new();
+            assert!(w.buckets_at(1_234_567).all(|b| seen.insert(ring.index(b))));
+        }
+    }
+
+    /// A store sized for shorter windows refuses longer ones, with the setting to raise.
+    #[test]
+    fn windows_longer_than_the_rings_are_refused() {
+        assert_eq!(Window::new(60, None, 60).unwrap().window_buckets(), 60);
+        assert_eq!(Window::new(60, Some(1), 60).unwrap().window_buckets(), 60);
+        let refused = Window::new(61, Some(1), 60).unwrap_err();
+        assert_eq!(
+            refused,
+            WindowError::TooManyBuckets { bucket_duration: 1, time_window: 61, window_buckets: 61, max_buckets: 60 }
+        );
+        assert!(refused.to_string().contains("the maximum is 60 (ganesha_shm.max_buckets"), "{refused}");
+        assert!(Window::new(600, None, 1).is_err() && Window::new(600, Some(600), 1).is_ok());
     }
 
     #[test]
     fn bucket_words_count_per_bucket_and_restart_on_a_new_lap() {
+        let ring = Ring::for_windows_of(MAX_BUCKETS);
+        let lap = |bucket| ring.lap(bucket);
         let empty = BucketWord::empty(7);
         assert_eq!(empty.generation(), 7);
-        assert!((0..1000).all(|bucket| empty.count_in(bucket) == 0), "an empty word holds no events");
+        assert!((0..1000).all(|bucket| empty.count_in(lap(bucket)) == 0), "an empty word holds no events");
         assert_ne!(BucketWord::empty(7), BucketWord::empty(7 + 256), "empty words are unique to their claim");
-        let one = empty.incremented(500);
-        let two = one.incremented(500);
-        assert_eq!((two.count_in(500), two.generation()), (2, 7));
-        assert_eq!(two.count_in(500 + RING_LEN), 0, "same ring position, next lap");
-        let next_lap = two.incremented(500 + RING_LEN);
-        assert_eq!((next_lap.count_in(500 + RING_LEN), next_lap.count_in(500)), (1, 0));
+        let one = empty.incremented(lap(500));
+        let two = one.incremented(lap(500));
+        assert_eq!((two.count_in(lap(500)), two.generation()), (2, 7));
+        assert_eq!(ring.index(500), ring.index(500 + ring.len()));
+        assert_eq!(two.count_in(lap(500 + ring.len())), 0, "same ring position, next lap");
+        let next_lap = two.incremented(lap(500 + ring.len()));
+        assert_eq!((next_lap.count_in(lap(500 + ring.len())), next_lap.count_in(lap(500))), (1, 0));
     }
 
     #[test]
     fn bucket_words_saturate_instead_of_wrapping() {
-        let full = BucketWord((3u64 << 48) | lap_of(9) << COUNT_BITS | COUNT_MASK);
-        assert_eq!(full.incremented(9).count_in(9), COUNT_MASK);
-        assert_eq!(full.incremented(9).generation(), 3);
+        let lap = Ring::for_windows_of(MAX_BUCKETS).lap(9);
+        let full = BucketWord((3u64 << 48) | lap.0 << COUNT_BITS | COUNT_MASK);
+        assert_eq!(full.incremented(lap).count_in(lap), COUNT_MASK);
+        assert_eq!(full.incremented(lap).generation(), 3);
     }
 
     #[test]

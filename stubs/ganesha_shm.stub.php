@@ -15,7 +15,7 @@ namespace Zeusi\GaneshaShmAdapter {
      */
     abstract class AbstractSlidingTimeWindowShm
     {
-        /** Most buckets a time window can be split into. */
+        /** Most buckets a time window can be split into, with ganesha_shm.max_buckets at its largest. */
         public const MAX_BUCKETS = 120;
 
         /** Buckets a time window is split into when no bucket duration is given. */
@@ -131,7 +131,7 @@ namespace {
      * of ganesha_shm.path was refused at startup, says why.
      *
      * @return array{version: string, segment: string, path_refused?: string, segment_bytes: int, layout_version: int,
-     *     max_services: int, max_key_length: int, counter_slots: int, counter_headroom_slots: int,
+     *     max_services: int, max_key_length: int, max_buckets: int, counter_slots: int, counter_headroom_slots: int,
      *     counter_slot_bytes: int, status_slots: int, status_headroom_slots: int, status_slot_bytes: int,
      *     bytes_per_service: int,
      *     counter_slots_used: int, status_slots_used: int, expired_slots: int, claims: int, reclaims: int,

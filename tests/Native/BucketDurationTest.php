@@ -9,6 +9,7 @@ use PHPUnit\Framework\TestCase;
 use Zeusi\GaneshaShmAdapter\AbstractSlidingTimeWindowShm;
 use Zeusi\GaneshaShmAdapter\Tests\Support\FakeContext;
 use Zeusi\GaneshaShmAdapter\Tests\Support\FakeStorageKeys;
+use Zeusi\GaneshaShmAdapter\Tests\Support\Php;
 use Zeusi\GaneshaShmAdapter\Tests\Support\TestAdapter;
 use Zeusi\GaneshaShmAdapter\Tests\Support\Unique;
 
@@ -105,6 +106,39 @@ final class BucketDurationTest extends TestCase
         $this->expectException(\InvalidArgumentException::class);
         $this->expectExceptionMessageMatches('/(?<!\d)120(?!\d)/');
         $adapter->setContext(FakeContext::make(121));
+    }
+
+    /**
+     * ganesha_shm.max_buckets sizes every counter's ring: a store for windows of 60 buckets
+     * counts them, refuses longer ones naming the setting, and takes at most 4 KB a service.
+     */
+    public function testMaxBucketsSizesTheRings(): void
+    {
+        $code = \sprintf(
+            '%1$s $a = new \\%2$s(1); $a->setContext(\\%3$s::make(60));
+            $a->increment("k"); $a->increment("k");
+            try { (new \\%2$s(1))->setContext(\\%3$s::make(61)); $refused = "accepted"; }
+            catch (\\InvalidArgumentException $e) { $refused = $e->getMessage(); }
+            echo json_encode(["load" => $a->load("k"), "refused" => $refused, "info" => ganesha_shm_info()]);',
+            Php::autoloadCode(),
+            TestAdapter::class,
+            FakeContext::class
+        );
+        $sixty = Php::json($code, ['ganesha_shm.max_buckets' => 60]);
+        self::assertSame(2, $sixty['load']);
+        self::assertStringContainsString('61 buckets, the maximum is 60 (ganesha_shm.max_buckets', $sixty['refused']);
+        self::assertSame(60, $sixty['info']['max_buckets']);
+        self::assertLessThanOrEqual(4096, $sixty['info']['bytes_per_service']);
+
+        $default = Php::json($code);
+        self::assertSame(['load' => 2, 'refused' => 'accepted', 'max_buckets' => 120], ['load' => $default['load'], 'refused' => $default['refused'], 'max_buckets' => $default['info']['max_buckets']]);
+        self::assertGreaterThan($sixty['info']['counter_slot_bytes'], $default['info']['counter_slot_bytes'], 'a ring of 122 buckets, not 62');
+
+        foreach (['0', '121', 'many'] as $value) {
+            $result = Php::withExtension('echo ganesha_shm_info()["max_buckets"];', ['ganesha_shm.max_buckets' => $value]);
+            self::assertSame('120', $result['stdout'], $value . ': ' . $result['stderr']);
+            self::assertStringContainsString('ganesha_shm.max_buckets="' . $value . '" is not a whole number from 1 to 120; using 120', $result['stderr']);
+        }
     }
 
     /**

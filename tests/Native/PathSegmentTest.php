@@ -239,7 +239,7 @@ final class PathSegmentTest extends TestCase
         $this->inProcess('', ['ganesha_shm.max_services' => 8]);
 
         $this->assertRefused(
-            'it was created for max_services=8, max_key_length=160, not for max_services=16, max_key_length=160',
+            'it was created for max_services=8, max_key_length=160, max_buckets=120, not for max_services=16, max_key_length=160, max_buckets=120',
             ['ganesha_shm.max_services' => 16]
         );
     }
@@ -249,8 +249,18 @@ final class PathSegmentTest extends TestCase
         $this->inProcess('', ['ganesha_shm.max_services' => 8]);
 
         $this->assertRefused(
-            'it was created for max_services=8, max_key_length=160, not for max_services=4, max_key_length=160',
+            'it was created for max_services=8, max_key_length=160, max_buckets=120, not for max_services=4, max_key_length=160, max_buckets=120',
             ['ganesha_shm.max_services' => 4]
+        );
+    }
+
+    public function testChangingTheBucketsWithAnExistingFileIsRefused(): void
+    {
+        $this->inProcess('');
+
+        $this->assertRefused(
+            'it was created for max_services=1024, max_key_length=160, max_buckets=120, not for max_services=1024, max_key_length=160, max_buckets=60',
+            ['ganesha_shm.max_buckets' => 60]
         );
     }
 
@@ -259,7 +269,7 @@ final class PathSegmentTest extends TestCase
         $this->inProcess('');
 
         $this->assertRefused(
-            'it was created for max_services=1024, max_key_length=160, not for max_services=1024, max_key_length=64',
+            'it was created for max_services=1024, max_key_length=160, max_buckets=120, not for max_services=1024, max_key_length=64, max_buckets=120',
             ['ganesha_shm.max_key_length' => 64]
         );
     }
