@@ -25,7 +25,8 @@ if (!\extension_loaded('ganesha_shm')) {
  * window, the current one included, and `increment()` adds one to the current bucket with a
  * single atomic operation. The last failure time is kept as long as the buckets, the status
  * for one day; a missing status reads as calmed down. The bucket duration defaults to
- * ceil(timeWindow / 60) seconds and may split the time window into at most 120 buckets.
+ * ceil(timeWindow / 60) seconds and may split the time window into at most ganesha_shm.max_buckets
+ * buckets (120 by default).
  *
  * Every method is implemented natively by {@see AbstractSlidingTimeWindowShm}; this class only
  * declares Ganesha's interfaces. Storage failures (store full, key too long) throw Ganesha's

@@ -40,10 +40,15 @@ if ($missing !== null) {
 
     return;
 }
-require_once dirname(__DIR__) . '/NullAdapter.php';
-
+// Each endpoint loads the one adapter class it uses, as an application's autoloader does: the
+// do-nothing adapter's file is included only by its own endpoint, so that the others do not
+// pay for a class they never use.
 $adapter = match ($kind) {
-    'null' => new NullAdapter(),
+    'null' => (static function (): NullAdapter {
+        require_once dirname(__DIR__) . '/NullAdapter.php';
+
+        return new NullAdapter();
+    })(),
     'shm' => new SlidingTimeWindowShm(),
     'apcu' => new Apcu(),
     'redis' => (static function (): RedisAdapter {
