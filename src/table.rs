@@ -785,9 +785,9 @@ impl<'a> Table<'a> {
     }
 
     /// Claims a slot for `key` and publishes it. `Ok(None)`: another process raced us for the
-    /// key or the slot; look again. `Err(Full)` only when the table
-    /// is at its capacity, no slot near the key's home is claimable and no claim of this key is
-    /// in progress (nor, unless `last_attempt`, of any key near its home).
+    /// key or the slot; look again. `Err(Full)` only when the table is at its capacity, no slot
+    /// within the reach of the key's home is claimable, and no claim of this key is in progress
+    /// there (nor, unless `last_attempt`, of any key).
     ///
     /// Below the capacity the probe takes the first claimable slot from the key's home; the
     /// headroom keeps it short. At the capacity it may only reclaim a slot that is not FREE
