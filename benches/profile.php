@@ -5,6 +5,9 @@
  * number of times over one adapter, for valgrind's callgrind: see benches/profile.sh.
  *
  *   php -d extension=target/release/libganesha_shm.so benches/profile.php shm|floor|apcu CYCLES
+ *
+ * `refuse` instead fills the store (run it with ganesha_shm.max_services=1) and makes CYCLES
+ * increments of new keys, each refused with Ganesha's StorageException, caught.
  */
 
 declare(strict_types=1);
@@ -26,10 +29,10 @@ if ($ganeshaMissing !== null) {
 require __DIR__ . '/NullAdapter.php';
 
 $adapter = match ($adapterId) {
-    'shm' => new SlidingTimeWindowShm(),
+    'shm', 'refuse' => new SlidingTimeWindowShm(),
     'floor' => new NullAdapter(),
     'apcu' => new Apcu(),
-    default => throw new \InvalidArgumentException("unknown adapter {$adapterId}: shm, floor or apcu"),
+    default => throw new \InvalidArgumentException("unknown adapter {$adapterId}: shm, floor, apcu or refuse"),
 };
 $ganesha = Builder::withRateStrategy()
     ->adapter($adapter)
@@ -38,6 +41,21 @@ $ganesha = Builder::withRateStrategy()
     ->minimumRequests(10)
     ->intervalToHalfOpen(5)
     ->build();
+
+if ($adapterId === 'refuse') {
+    // Every counter slot taken, then one refused call first, as below.
+    for ($i = 0; $i < 3 * (int) \ini_get('ganesha_shm.max_services'); ++$i) {
+        $adapter->increment("ganesha_taken{$i}_failure");
+    }
+    for ($i = -1; $i < $cycles; ++$i) {
+        try {
+            $adapter->increment("ganesha_new{$i}_failure");
+        } catch (\RuntimeException) {
+        }
+    }
+
+    return;
+}
 
 $service = 'profile-service';
 // One cycle first, so that every run pays the same one-time costs (class loading, first write).

@@ -3,7 +3,8 @@
 # benches/profile.php over the do-nothing adapter (the floor) and over SlidingTimeWindowShm,
 # each run twice (WARM and WARM + CYCLES cycles) so that PHP's startup cancels out, and prints
 # the instructions per isAvailable() + success() cycle by function: the total of each adapter,
-# the functions that cost the most, and what the extension's own functions cost in all.
+# the functions that cost the most, and what the extension's own functions cost in all. Then
+# the instructions of one refused new key on a full store, and the extension's share of them.
 #
 #   bash benches/profile.sh [CYCLES]      (default 20000; GANESHA_SHM_EXT=... profiles another build)
 #
@@ -35,6 +36,11 @@ for adapter in floor shm; do
         callgrind_annotate --auto=no --threshold=100 --inclusive=no "$out/$adapter.$n" >"$out/$adapter.$n.self"
         callgrind_annotate --auto=no --threshold=100 --inclusive=yes "$out/$adapter.$n" >"$out/$adapter.$n.incl"
     done
+done
+for n in "$warm" "$((warm + cycles))"; do
+    valgrind --tool=callgrind --callgrind-out-file="$out/refuse.$n" \
+        php -d "extension=$extension" -d ganesha_shm.max_services=1 benches/profile.php refuse "$n" 2>/dev/null
+    callgrind_annotate --auto=no --threshold=100 --inclusive=no "$out/refuse.$n" >"$out/refuse.$n.self"
 done
 
 php -- "$out" "$warm" "$((warm + cycles))" "$cycles" <<'PHP'
@@ -112,4 +118,11 @@ foreach ($ext as $name => $cost) {
     }
     printf("  %7.0f  %5.1f %%  %s\n", $cost, $cost / $shmTotal * 100, $short($name));
 }
+
+$refuse = perCycle($dir, 'refuse', 'self', $warm, $long, $cycles);
+$refuseTotal = $refuse['PROGRAM TOTALS'];
+unset($refuse['PROGRAM TOTALS']);
+$own = array_sum(array_filter($refuse, static fn (string $name): bool => str_contains($name, 'libganesha_shm'), ARRAY_FILTER_USE_KEY));
+printf("\na new key refused on a full store (ganesha_shm.max_services=1), StorageException thrown and caught:\n");
+printf("  %7.0f instructions, of which the extension's own functions %.0f (%.0f %%)\n", $refuseTotal, $own, $own / $refuseTotal * 100);
 PHP
