@@ -36,17 +36,21 @@ $capacity = (int) \ini_get('ganesha_shm.max_services');
 // full takes longer than the time window, and the keys stored first must not expire before the
 // last ones. The measured calls use the real clock, for which that data never expires.
 const FILL_AT = 1_800_000_000 + 365 * 86_400;
-$adapter = new SlidingTimeWindowShm();
-$filler = new SlidingTimeWindowShm(clock: static fn (): int => FILL_AT);
-// Ganesha's Builder gives the adapters their context (snapshot() and metrics() need its thresholds).
-foreach ([$adapter, $filler] as $configured) {
+$adapter = configure(new SlidingTimeWindowShm());
+$filler = configure(new SlidingTimeWindowShm(clock: static fn (): int => FILL_AT));
+
+/** Ganesha's Builder gives an adapter its context (snapshot() and metrics() need its thresholds). */
+function configure(SlidingTimeWindowShm $adapter): SlidingTimeWindowShm
+{
     Builder::withRateStrategy()
-        ->adapter($configured)
+        ->adapter($adapter)
         ->timeWindow(60)
         ->failureRateThreshold(50)
         ->minimumRequests(10)
         ->intervalToHalfOpen(5)
         ->build();
+
+    return $adapter;
 }
 
 function rssShmemKb(): int
@@ -155,9 +159,7 @@ foreach ($percents as $percent) {
 
 if (\in_array(100, $percents, true)) {
     // Every key stored so far has expired by then: its data's TTL is the window and a bucket.
-    $later = new SlidingTimeWindowShm(clock: static fn (): int => FILL_AT + 3 * 86_400);
-    Builder::withRateStrategy()->adapter($later)->timeWindow(60)->failureRateThreshold(50)
-        ->minimumRequests(10)->intervalToHalfOpen(5)->build();
+    $later = configure(new SlidingTimeWindowShm(clock: static fn (): int => FILL_AT + 3 * 86_400));
     $fresh = \intdiv($capacity, 10);
     for ($service = 0; $service < $fresh; $service++) {
         foreach (serviceKeys($capacity + $service) as $key) {

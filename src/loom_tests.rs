@@ -62,10 +62,15 @@ impl Fixture {
     fn store(&self) -> Store<'_> {
         let stats = Stats::new(&self.stats);
         Store::from_tables(
-            Table::new(&self.counters, counter_shape(), 7, false, stats, init_counter),
+            self.counters(),
             Table::new(&self.statuses, status_shape(), 7, false, stats, init_status),
             RING,
         )
+    }
+
+    /// The counter table as one process sees it, for the scenarios of the table's own steps.
+    fn counters(&self) -> Table<'_> {
+        Table::new(&self.counters, counter_shape(), 7, false, Stats::new(&self.stats), init_counter)
     }
 }
 
@@ -346,35 +351,27 @@ fn a_scan_racing_a_claim_never_hides_the_claimed_slot() {
 }
 
 /// A sweep lowering a home's reach while a process places a key of that home past it: the key
-/// is found afterwards, and by the lookups racing them it is found or not yet there, never lost.
+/// is found afterwards, and held by one slot.
 #[test]
 fn a_sweep_shrinking_a_reach_never_hides_a_key_claimed_meanwhile() {
     model("a sweep lowering a reach while a key is placed past the home", || {
         let fixture = Fixture::new();
-        let table = || {
-            let stats = Stats::new(&fixture.stats);
-            Table::new(&fixture.counters, counter_shape(), 7, false, stats, init_counter)
-        };
-        let home = table().home_of(b"a");
-        let [near, far] = same_home_keys(&table(), home);
+        let home = fixture.counters().home_of(b"a");
+        let [near, far] = same_home_keys(&fixture.counters(), home);
         {
             // "a" holds the home; `near`, placed one farther, was removed: the reach is stale
-            let table = table();
+            let table = fixture.counters();
             table.find_or_insert(b"a", 100, 200).unwrap();
             table.find_or_insert(&near, 100, 200).unwrap();
             table.remove_matching(|key| key == near.as_slice());
         }
         let claimer = {
             let (fixture, far) = (Arc::clone(&fixture), far.clone());
-            loom::thread::spawn(move || {
-                let stats = Stats::new(&fixture.stats);
-                let table = Table::new(&fixture.counters, counter_shape(), 7, false, stats, init_counter);
-                table.find_or_insert(&far, 101, 200).map(|_| ())
-            })
+            loom::thread::spawn(move || fixture.counters().find_or_insert(&far, 101, 200).map(|_| ()))
         };
-        table().shrink_reach_of(home);
+        fixture.counters().shrink_reach_of(home);
         assert_eq!(claimer.join().unwrap(), Ok(()));
-        let table = table();
+        let table = fixture.counters();
         assert!(table.find(&far).unwrap().is_some(), "the key claimed during the sweep is found");
         assert_eq!(table.holders(&far), 1);
     });

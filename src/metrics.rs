@@ -155,7 +155,7 @@ pub fn exposition(services: &[ServiceView], store: &[(String, u64, &str)]) -> St
     );
     // The store's figures, those kept per table (`counter_slots`, `status_slots_used`, …) as one
     // family with a `table` label: a metric name must not hold a type's name ("counter").
-    let mut families: Vec<(String, &str, Vec<(Option<&str>, u64)>)> = Vec::new();
+    let mut families: Vec<StoreFamily<'_>> = Vec::new();
     for (name, value, help) in store {
         let (name, table, help) = match per_table(name) {
             Some((name, table, help)) => (name, Some(table), help),
@@ -179,6 +179,10 @@ pub fn exposition(services: &[ServiceView], store: &[(String, u64, &str)]) -> St
     }
     out
 }
+
+/// One family of the store's figures: its name, its help, and its samples, each with the table
+/// it is about (none for the store-wide figures).
+type StoreFamily<'a> = (String, &'a str, Vec<(Option<&'a str>, u64)>);
 
 /// A figure of one table of the store, as its family, table and the family's help.
 fn per_table(name: &str) -> Option<(&str, &'static str, &'static str)> {

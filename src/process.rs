@@ -98,15 +98,20 @@ pub fn unix_time() -> u64 {
     now.max(0) as u64
 }
 
+/// The settings of this process's segment, once it is set up.
+fn segment_settings() -> Option<Settings> {
+    SEGMENT.get().and_then(|s| s.as_ref().ok()).map(|s| s.layout().settings)
+}
+
 /// The effective `ganesha_shm.max_services`, for messages.
 pub fn max_services() -> u64 {
-    SEGMENT.get().and_then(|s| s.as_ref().ok()).map_or(0, |s| s.layout().settings.max_services)
+    segment_settings().map_or(0, |settings| settings.max_services)
 }
 
 /// The effective `ganesha_shm.max_buckets`: the longest window the store's rings hold (the
 /// largest there is when the store could not be set up: every call then fails anyway).
 pub fn max_buckets() -> u64 {
-    SEGMENT.get().and_then(|s| s.as_ref().ok()).map_or(crate::window::MAX_BUCKETS, |s| s.layout().settings.max_buckets)
+    segment_settings().map_or(crate::window::MAX_BUCKETS, |settings| settings.max_buckets)
 }
 
 /// The figures shown by `ganesha_shm_info()`, `phpinfo()` and the metrics, in order, with

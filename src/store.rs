@@ -73,6 +73,11 @@ const MAX_ATTEMPTS: u32 = 2;
 
 #[cfg(not(loom))]
 const _: () = assert!(Stats::WORDS == crate::segment::STATS_WORDS, "the header keeps the tables' statistics");
+#[cfg(not(loom))]
+const _: () = assert!(
+    Settings::MAX_BUCKETS_RANGE.1 == crate::window::MAX_BUCKETS,
+    "the setting's range ends at the longest window"
+);
 
 /// What a claim of generation `generation` sets counter payload word `index` to: every word
 /// empty, in a value unique to the claim (see `BucketWord::empty`).
@@ -247,7 +252,7 @@ impl<'a> Store<'a> {
     pub fn increment(&self, key: &[u8], window: &Window, now: u64) -> Result<(), StoreError> {
         debug_assert!(window.window_buckets() < self.ring.len(), "windows are made for this store's rings");
         let bucket = window.bucket_at(now);
-        let (index, lap) = (self.ring.index(bucket), self.ring.lap(bucket));
+        let (index, lap) = self.ring.position(bucket);
         self.write(TableKind::Counters, key, now, window.ttl(), true, |entry| {
             let generation = BucketWord::generation_of(entry.generation());
             let counted = update_word(&entry.payload()[RING + index], entry, |word| {
@@ -292,10 +297,12 @@ impl<'a> Store<'a> {
         debug_assert!(window.window_buckets() < self.ring.len(), "windows are made for this store's rings");
         let generation = BucketWord::generation_of(entry.generation());
         let ring = &entry.payload()[RING..];
-        Ok(window.buckets_at(now).fold(init, |acc, bucket| {
+        let buckets = window.buckets_at(now);
+        let positions = self.ring.positions_from(*buckets.start());
+        Ok(buckets.zip(positions).fold(init, |acc, (bucket, (index, lap))| {
             // Relaxed: each count stands alone; a load is not a snapshot across buckets.
-            let word = BucketWord(ring[self.ring.index(bucket)].load(Ordering::Relaxed));
-            let count = if word.generation() == generation { word.count_in(self.ring.lap(bucket)) } else { 0 };
+            let word = BucketWord(ring[index].load(Ordering::Relaxed));
+            let count = if word.generation() == generation { word.count_in(lap) } else { 0 };
             f(acc, bucket, count)
         }))
     }

@@ -31,14 +31,41 @@ impl Ring {
         self.ring_len
     }
 
-    /// The ring position of a bucket: each counter keeps its last `len()` buckets.
+    /// The ring position of a bucket: each counter keeps its last `len()` buckets. (The store
+    /// takes both from [`Ring::position`] and [`Ring::positions_from`]; tests check them against
+    /// these.)
+    #[cfg(test)]
     pub fn index(&self, bucket: u64) -> usize {
         (bucket % self.ring_len) as usize
     }
 
     /// The lap of the ring a bucket is on (see [`BucketWord`]).
+    #[cfg(test)]
     pub fn lap(&self, bucket: u64) -> Lap {
         Lap((bucket / self.ring_len) & LAP_MASK)
+    }
+
+    /// The ring position and lap of a bucket, from one division.
+    pub fn position(&self, bucket: u64) -> (usize, Lap) {
+        let laps = bucket / self.ring_len;
+        ((bucket - laps * self.ring_len) as usize, Lap(laps & LAP_MASK))
+    }
+
+    /// The ring positions and laps of `first` and the buckets after it, in order: one division
+    /// for the first, then a step each, so that a load summing a window does not divide once
+    /// per bucket (the ring length is a setting, not a constant the compiler divides by).
+    pub fn positions_from(&self, first: u64) -> impl Iterator<Item = (usize, Lap)> {
+        let ring_len = self.ring_len as usize;
+        let (mut index, Lap(mut lap)) = self.position(first);
+        std::iter::from_fn(move || {
+            let position = (index, Lap(lap));
+            index += 1;
+            if index == ring_len {
+                index = 0;
+                lap = (lap + 1) & LAP_MASK;
+            }
+            Some(position)
+        })
     }
 }
 
@@ -143,7 +170,7 @@ impl Window {
 
     /// The buckets a load at `now` sums: the current one and the ones before it in the
     /// window (fewer right after the epoch, when there are no earlier buckets).
-    pub fn buckets_at(&self, now: u64) -> impl Iterator<Item = u64> {
+    pub fn buckets_at(&self, now: u64) -> std::ops::RangeInclusive<u64> {
         let current = self.bucket_at(now);
         let oldest = current.saturating_sub(self.window_buckets - 1);
         oldest..=current
@@ -445,6 +472,20 @@ mod tests {
             let w = Window::new(max_buckets as i64, Some(1), max_buckets).unwrap();
             let mut seen = std::collections::HashSet::new();
             assert!(w.buckets_at(1_234_567).all(|b| seen.insert(ring.index(b))));
+        }
+    }
+
+    /// Stepping through the ring gives each bucket the position and lap that dividing gives,
+    /// across the end of the ring and of the lap counter.
+    #[test]
+    fn positions_from_a_bucket_step_as_dividing_does() {
+        for ring in [Ring::for_windows_of(1), Ring::for_windows_of(60)] {
+            for first in [0, 61, ring.len() * (LAP_MASK + 1) - 5] {
+                let stepped: Vec<_> = ring.positions_from(first).take(130).collect();
+                let divided: Vec<_> = (first..first + 130).map(|b| (ring.index(b), ring.lap(b))).collect();
+                assert_eq!(stepped, divided, "ring of {}, from bucket {first}", ring.len());
+                assert!((first..first + 130).all(|b| ring.position(b) == (ring.index(b), ring.lap(b))));
+            }
         }
     }
 
