@@ -323,33 +323,69 @@ fn integer_key(bytes: &[u8]) -> Option<i64> {
 /// Ganesha's `Context::STRATEGY_COUNT`.
 const COUNT_STRATEGY: &str = "count";
 
+/// Why a hot method refused a call, as plain data. Building the exception may run PHP code
+/// (Ganesha's `StorageException` may have to be autoloaded), which must run neither in the
+/// unguarded path of `hot` nor while the configuration is borrowed: `hot::call` turns it into
+/// the exception once the method has returned, under ext-php-rs's guard.
+enum Refusal {
+    Store(StoreError),
+    Unavailable(process::Unavailable),
+    OutOfRange { name: &'static str, value: i64, min: i64, max: i64 },
+}
+
+impl From<StoreError> for Refusal {
+    fn from(error: StoreError) -> Self {
+        Self::Store(error)
+    }
+}
+
+impl From<process::Unavailable> for Refusal {
+    fn from(unavailable: process::Unavailable) -> Self {
+        Self::Unavailable(unavailable)
+    }
+}
+
+impl From<Refusal> for PhpException {
+    fn from(refusal: Refusal) -> Self {
+        match refusal {
+            Refusal::Store(error) => storage_error(error),
+            Refusal::Unavailable(unavailable) => unavailable.into(),
+            Refusal::OutOfRange { name, value, min, max } => exception(
+                "InvalidArgumentException",
+                format!("${name} must be between {min} and {max}, {value} given."),
+            ),
+        }
+    }
+}
+
 /// The methods Ganesha calls on every request, registered by `hot::register`. Each takes the
-/// configuration and the time its caller read.
+/// configuration and the time its caller read, and runs no PHP code: it refuses a call with a
+/// [`Refusal`], never an exception.
 impl AbstractSlidingTimeWindowShm {
     /// `load()`. Rate: the events in the buckets spanning the time window. Count: the counter.
-    fn load_at(&self, service: &[u8], configured: &Configured, now: u64) -> PhpResult<i64> {
+    fn load_at(&self, service: &[u8], configured: &Configured, now: u64) -> Result<i64, Refusal> {
         let store = process::store()?;
         let count = match &configured.strategy {
             Strategy::Rate(window) => store.load(service, window, now),
             Strategy::Count => store.load_count(service, now),
         };
-        Ok(count.map_err(storage_error)?.min(i64::MAX as u64) as i64)
+        Ok(count?.min(i64::MAX as u64) as i64)
     }
 
     /// `increment()`. Rate: one event in the current bucket. Count: one more.
-    fn increment_at(&self, service: &[u8], configured: &Configured, now: u64) -> PhpResult<()> {
+    fn increment_at(&self, service: &[u8], configured: &Configured, now: u64) -> Result<(), Refusal> {
         let store = process::store()?;
         match &configured.strategy {
             Strategy::Rate(window) => store.increment(service, window, now),
             Strategy::Count => store.increment_count(service, now),
-        }
-        .map_err(storage_error)
+        }?;
+        Ok(())
     }
 
     /// `loadStatus()`: the stored status, or `Ganesha::STATUS_CALMED_DOWN` (not stored) when
     /// there is none.
-    fn load_status_at(&self, service: &[u8], _configured: &Configured, now: u64) -> PhpResult<i64> {
-        let status = process::store()?.load_status(service, now).map_err(storage_error)?;
+    fn load_status_at(&self, service: &[u8], _configured: &Configured, now: u64) -> Result<i64, Refusal> {
+        let status = process::store()?.load_status(service, now)?;
         Ok(status.unwrap_or(STATUS_CALMED_DOWN))
     }
 
@@ -358,24 +394,32 @@ impl AbstractSlidingTimeWindowShm {
     /// first caller swaps the current time in and gets the old one, so that Ganesha admits
     /// exactly that caller as the half-open trial; every other caller gets the new time and is
     /// rejected.
-    fn load_last_failure_time_at(&self, service: &[u8], configured: &Configured, now: u64) -> PhpResult<Option<i64>> {
-        process::store()?
-            .claim_trial(service, now, configured.interval_to_half_open, configured.last_failure_ttl())
-            .map_err(storage_error)
+    fn load_last_failure_time_at(
+        &self,
+        service: &[u8],
+        configured: &Configured,
+        now: u64,
+    ) -> Result<Option<i64>, Refusal> {
+        let store = process::store()?;
+        Ok(store.claim_trial(service, now, configured.interval_to_half_open, configured.last_failure_ttl())?)
     }
 
     /// `saveLastFailureTime()`.
-    fn save_last_failure_time_at(&self, service: &[u8], time: i64, configured: &Configured, now: u64) -> PhpResult<()> {
+    fn save_last_failure_time_at(
+        &self,
+        service: &[u8],
+        time: i64,
+        configured: &Configured,
+        now: u64,
+    ) -> Result<(), Refusal> {
         check_range("lastFailureTime", time, timed::MIN_VALUE, timed::MAX_VALUE)?;
-        process::store()?
-            .save_last_failure_time(service, time, configured.last_failure_ttl(), now)
-            .map_err(storage_error)
+        Ok(process::store()?.save_last_failure_time(service, time, configured.last_failure_ttl(), now)?)
     }
 
     /// `saveStatus()`.
-    fn save_status_at(&self, service: &[u8], status: i64, _configured: &Configured, now: u64) -> PhpResult<()> {
+    fn save_status_at(&self, service: &[u8], status: i64, _configured: &Configured, now: u64) -> Result<(), Refusal> {
         check_range("status", status, i32::MIN as i64, i32::MAX as i64)?;
-        process::store()?.save_status(service, status, now).map_err(storage_error)
+        Ok(process::store()?.save_status(service, status, now)?)
     }
 }
 
@@ -542,11 +586,11 @@ fn window_error(error: WindowError) -> PhpException {
     exception("InvalidArgumentException", error.to_string())
 }
 
-fn check_range(name: &str, value: i64, min: i64, max: i64) -> PhpResult<()> {
+fn check_range(name: &'static str, value: i64, min: i64, max: i64) -> Result<(), Refusal> {
     if (min..=max).contains(&value) {
         return Ok(());
     }
-    Err(exception("InvalidArgumentException", format!("${name} must be between {min} and {max}, {value} given.")))
+    Err(Refusal::OutOfRange { name, value, min, max })
 }
 
 fn not_a_context(why: &str) -> PhpException {
@@ -630,7 +674,7 @@ mod hot {
 
     /// A hot method: what it does with the service, the rest of its arguments, the
     /// configuration and the time.
-    type Method<R, T> = fn(&AbstractSlidingTimeWindowShm, &[u8], R, &Configured, u64) -> PhpResult<T>;
+    type Method<R, T> = fn(&AbstractSlidingTimeWindowShm, &[u8], R, &Configured, u64) -> Result<T, Refusal>;
 
     /// Adds the hot methods to the class, declared as `#[php_impl]` would declare them.
     pub fn register(class: ClassBuilder) -> ClassBuilder {
@@ -730,14 +774,17 @@ mod hot {
         // ext-php-rs's handlers throw one.
         match catch_unwind(AssertUnwindSafe(|| unguarded(ex, method))) {
             Ok(Some(Ok(value))) => set(retval, value),
-            Ok(Some(Err(exception))) => run_handler(AssertUnwindSafe(|| exception.throw())),
+            // The configuration's borrow ended with `unguarded`: the exception is built here,
+            // guarded, where an autoloader it runs may call this object again or bail out.
+            Ok(Some(Err(refusal))) => run_handler(AssertUnwindSafe(|| PhpException::from(refusal).throw())),
             Ok(None) => run_handler(AssertUnwindSafe(|| guarded(ex, retval, method, set))),
             Err(panic) => run_handler(AssertUnwindSafe(|| resume_unwind(panic))),
         }
     }
 
-    /// The common case, which calls nothing of the engine: `None` when the call is not one.
-    fn unguarded<R: Rest, T>(ex: &mut ExecuteData, method: Method<R, T>) -> Option<PhpResult<T>> {
+    /// The common case, which calls nothing of the engine: `None` when the call is not one. A
+    /// refusal is returned as it is, for `call` to throw once the borrow below has ended.
+    fn unguarded<R: Rest, T>(ex: &mut ExecuteData, method: Method<R, T>) -> Option<Result<T, Refusal>> {
         // SAFETY: `This.u2.num_args` is the argument count PHP wrote into the frame of this
         // method call before calling its handler.
         if unsafe { ex.This.u2.num_args } != arguments::<R>() {
@@ -779,7 +826,10 @@ mod hot {
             PhpException::from_message("Failed to retrieve reference to `$this`".into()).throw();
             return;
         };
-        match this.configured_now().and_then(|(configured, now)| method(this, &service, rest, &configured, now)) {
+        let result = this
+            .configured_now()
+            .and_then(|(configured, now)| method(this, &service, rest, &configured, now).map_err(PhpException::from));
+        match result {
             Ok(value) => set(retval, value),
             Err(exception) => exception.throw(),
         }

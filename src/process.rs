@@ -56,12 +56,24 @@ pub fn segment_state() -> Option<Result<&'static Segment, &'static str>> {
     SEGMENT.get().map(|segment| segment.as_ref().map_err(String::as_str))
 }
 
-/// The segment, or Ganesha's `StorageException` saying why there is none.
-pub fn segment() -> Result<&'static Segment, PhpException> {
+/// Why this process has no segment: the reason it could not be made, or that the extension
+/// was not started. Plain data, so that the hot methods can return it without building an
+/// exception (see `adapter::hot`); it becomes Ganesha's `StorageException`.
+#[derive(Debug, Clone, Copy)]
+pub struct Unavailable(&'static str);
+
+impl From<Unavailable> for PhpException {
+    fn from(Unavailable(reason): Unavailable) -> Self {
+        storage_exception(format!("ganesha_shm: {reason}"))
+    }
+}
+
+/// The segment, or why there is none.
+pub fn segment() -> Result<&'static Segment, Unavailable> {
     match segment_state() {
         Some(Ok(segment)) => Ok(segment),
-        Some(Err(reason)) => Err(storage_exception(format!("ganesha_shm: {reason}"))),
-        None => Err(storage_exception("ganesha_shm: the extension has not been started".into())),
+        Some(Err(reason)) => Err(Unavailable(reason)),
+        None => Err(Unavailable("the extension has not been started")),
     }
 }
 
@@ -80,7 +92,7 @@ pub fn backing_name(segment: &Segment) -> String {
 
 /// The store of this process's segment, built once: the tables' bounds and hash seed are
 /// fixed when the segment is created.
-pub fn store() -> Result<&'static Store<'static>, PhpException> {
+pub fn store() -> Result<&'static Store<'static>, Unavailable> {
     static STORE: OnceCell<Store<'static>> = OnceCell::new();
     // Every adapter call starts here: once built, the store is one load away.
     if let Some(store) = STORE.get() {
