@@ -27,7 +27,7 @@ use crate::errors::{exception, php_error, storage_exception};
 use crate::metrics::{self, BucketView, ServiceTotals, ServiceView};
 use crate::process;
 use crate::settings::{INI_MAX_KEY_LENGTH, INI_MAX_SERVICES};
-use crate::store::{StoreError, TableKind};
+use crate::store::{Renewed, Store, StoreError, TableKind};
 use crate::table::TableError;
 use crate::window::{self, timed, CountWord, Window, WindowError};
 
@@ -75,6 +75,29 @@ struct Configured {
 }
 
 impl Configured {
+    /// After a write renewed the slot of `key` in `table` (see [`Renewed`]), keeps the slots
+    /// of the same service's other keys as long, so that a service's slots, and the totals
+    /// they hold, live as long as any of its data: a busy service never resets its totals.
+    /// Nothing for a key of no service of this configuration.
+    fn keep_service(&self, store: &Store<'_>, table: TableKind, key: &[u8], now: u64, renewed: Renewed) {
+        let (Some(until), Some(service)) = (renewed, self.storage_keys.service_of(key)) else {
+            return;
+        };
+        // Of the service's keys (`StorageKeys::of_service`), the last is its status.
+        let keys = self.storage_keys.of_service(service);
+        let (counters, statuses) = keys.split_at(4);
+        fn others<'k>(keys: &'k [Vec<u8>], of: TableKind, renewed: (TableKind, &[u8])) -> Vec<&'k [u8]> {
+            keys.iter().map(Vec::as_slice).filter(|key| (of, *key) != renewed).collect()
+        }
+        let renewed_key = (table, key);
+        store.keep(
+            &others(counters, TableKind::Counters, renewed_key),
+            &others(statuses, TableKind::Statuses, renewed_key),
+            now,
+            until,
+        );
+    }
+
     /// Seconds a last failure time is kept: as long as the buckets, or as a Count counter.
     fn last_failure_ttl(&self) -> u64 {
         match &self.strategy {
@@ -187,15 +210,21 @@ impl AbstractSlidingTimeWindowShm {
 
     /// Count strategy only: sets the counter.
     pub fn save(&self, service: BinarySlice<u8>, count: i64) -> PhpResult<()> {
-        let now = self.count_strategy("save")?;
+        let (configured, now) = self.count_strategy("save")?;
         check_range("count", count, 0, CountWord::MAX as i64)?;
-        process::store()?.change_count(&service, now, true, |_| count as u64).map_err(storage_error)
+        let store = process::store()?;
+        let renewed = store.change_count(&service, now, true, |_| count as u64).map_err(storage_error)?;
+        configured.keep_service(store, TableKind::Counters, &service, now, renewed);
+        Ok(())
     }
 
     /// Count strategy only: one less, never below 0, in one atomic step.
     pub fn decrement(&self, service: BinarySlice<u8>) -> PhpResult<()> {
-        let now = self.count_strategy("decrement")?;
-        process::store()?.change_count(&service, now, false, |count| count.saturating_sub(1)).map_err(storage_error)
+        let (configured, now) = self.count_strategy("decrement")?;
+        let store = process::store()?;
+        let renewed = store.change_count(&service, now, false, |count| count.saturating_sub(1)).map_err(storage_error)?;
+        configured.keep_service(store, TableKind::Counters, &service, now, renewed);
+        Ok(())
     }
 
     /// Deletes the counts, last failure times and statuses under this configuration's storage
@@ -375,10 +404,11 @@ impl AbstractSlidingTimeWindowShm {
     /// `increment()`. Rate: one event in the current bucket. Count: one more.
     fn increment_at(&self, service: &[u8], configured: &Configured, now: u64) -> Result<(), Refusal> {
         let store = process::store()?;
-        match &configured.strategy {
+        let renewed = match &configured.strategy {
             Strategy::Rate(window) => store.increment(service, window, now),
             Strategy::Count => store.increment_count(service, now),
         }?;
+        configured.keep_service(store, TableKind::Counters, service, now, renewed);
         Ok(())
     }
 
@@ -413,13 +443,19 @@ impl AbstractSlidingTimeWindowShm {
         now: u64,
     ) -> Result<(), Refusal> {
         check_range("lastFailureTime", time, timed::MIN_VALUE, timed::MAX_VALUE)?;
-        Ok(process::store()?.save_last_failure_time(service, time, configured.last_failure_ttl(), now)?)
+        let store = process::store()?;
+        let renewed = store.save_last_failure_time(service, time, configured.last_failure_ttl(), now)?;
+        configured.keep_service(store, TableKind::Counters, service, now, renewed);
+        Ok(())
     }
 
     /// `saveStatus()`.
-    fn save_status_at(&self, service: &[u8], status: i64, _configured: &Configured, now: u64) -> Result<(), Refusal> {
+    fn save_status_at(&self, service: &[u8], status: i64, configured: &Configured, now: u64) -> Result<(), Refusal> {
         check_range("status", status, i32::MIN as i64, i32::MAX as i64)?;
-        Ok(process::store()?.save_status(service, status, now)?)
+        let store = process::store()?;
+        let renewed = store.save_status(service, status, now)?;
+        configured.keep_service(store, TableKind::Statuses, service, now, renewed);
+        Ok(())
     }
 }
 
@@ -535,11 +571,11 @@ impl AbstractSlidingTimeWindowShm {
             .collect()
     }
 
-    /// The current time, for a call that only the Count strategy makes.
-    fn count_strategy(&self, method: &str) -> PhpResult<u64> {
+    /// The configuration and the current time, for a call that only the Count strategy makes.
+    fn count_strategy(&self, method: &str) -> PhpResult<(Rc<Configured>, u64)> {
         let (configured, now) = self.configured_now()?;
         match configured.strategy {
-            Strategy::Count => Ok(now),
+            Strategy::Count => Ok((configured, now)),
             Strategy::Rate(_) => Err(exception(
                 "LogicException",
                 format!(

@@ -163,11 +163,11 @@ fn a_creator_stopped_at_any_step_blocks_nobody() {
         let fixture = Fixture::new();
         let stopped = {
             let fixture = Arc::clone(&fixture);
-            loom::thread::spawn(move || run_stopping_after(Some(n), || fixture.store().increment(b"k", &window(), 100)))
+            loom::thread::spawn(move || run_stopping_after(Some(n), || fixture.store().increment(b"k", &window(), 100).map(|_| ())))
         };
         let other = {
             let fixture = Arc::clone(&fixture);
-            loom::thread::spawn(move || fixture.store().increment(b"k", &window(), 800))
+            loom::thread::spawn(move || fixture.store().increment(b"k", &window(), 800).map(|_| ()))
         };
         let a = stopped.join().unwrap();
         let k = other.join().unwrap();
@@ -176,6 +176,54 @@ fn a_creator_stopped_at_any_step_blocks_nobody() {
         let store = fixture.store();
         // A's event, at 100, is out of the window at 800: the key holds B's alone.
         assert_eq!(store.load(b"k", &window(), 800).unwrap(), 1);
+        a.is_some()
+    });
+}
+
+/// A table of 3 slots of which 2 may be in use, over words followed by its 3 statistics words.
+fn capacity_shape() -> Shape {
+    Shape { slots: 3, capacity: 2, payload_words: 1, max_key_length: 6 }
+}
+
+fn capacity_table(words: &[AtomicU64]) -> Table<'_> {
+    let (table, stats) = words.split_at(capacity_shape().words());
+    Table::new(table, capacity_shape(), 7, false, Stats::new(stats), |_, generation| generation as u64)
+}
+
+/// A process creating a key stops for ever at any step, then another key brings the table to
+/// its capacity (2 of its 3 slots), and a second process creates the first key. While the
+/// stopped one holds a claim (it may be of that key, and would create it once resumed), or once
+/// it has created the key, the second is never told the table is full. Found by a review: a
+/// creator stopped between reserving its slot and recording its reach made every creator of
+/// the same key "full".
+#[test]
+fn a_creator_stopped_at_any_step_never_makes_the_same_key_full() {
+    model_stopping("creator stopped at any step while the table reaches its capacity", |n| {
+        let words: Arc<Vec<AtomicU64>> =
+            Arc::new((0..capacity_shape().words() + 3).map(|_| AtomicU64::new(0)).collect());
+        let table = capacity_table;
+        let home = table(&words).home_of(b"a");
+        let [x, k] = same_home_keys(&table(&words), home);
+        // The filler's home is the slot before k's, so that it never probes the stopped claim:
+        // a filler that took that claim over would make B's refusal right.
+        let y = (0u8..).map(|i| vec![b'y', i]).find(|key| table(&words).home_of(key) == (home + 2) % 3).unwrap();
+        table(&words).find_or_insert(&x, 100, 200).unwrap();
+        let stopped = {
+            let (words, k) = (Arc::clone(&words), k.clone());
+            loom::thread::spawn(move || run_stopping_after(Some(n), || table(&words).find_or_insert(&k, 100, 200).is_ok()))
+        };
+        let a = stopped.join().unwrap();
+        let claim_in_progress = table(&words).usage(100).claiming > 0;
+        let filler = {
+            let (words, y) = (Arc::clone(&words), y.clone());
+            loom::thread::spawn(move || table(&words).find_or_insert(&y, 100, 200).map(|_| ()))
+        };
+        let b = table(&words).find_or_insert(&k, 100, 200).map(|_| ());
+        let _ = filler.join().unwrap();
+        if claim_in_progress || a == Some(true) {
+            assert_eq!(b, Ok(()), "the same key was refused while it was being created (stopped before step {n})");
+        }
+        assert!(table(&words).holders(&k) <= 1, "two LIVE slots for one key");
         a.is_some()
     });
 }
@@ -195,7 +243,7 @@ fn a_writer_stopped_at_any_step_never_counts_into_a_recycled_slot() {
         let stopped = {
             let fixture = Arc::clone(&fixture);
             loom::thread::spawn(move || {
-                run_stopping_after(Some(n), || fixture.store().increment(b"old", &window(), 100))
+                run_stopping_after(Some(n), || fixture.store().increment(b"old", &window(), 100).map(|_| ()))
             })
         };
         let other = {
@@ -203,7 +251,7 @@ fn a_writer_stopped_at_any_step_never_counts_into_a_recycled_slot() {
             loom::thread::spawn(move || {
                 let store = fixture.store();
                 // at 200 every slot has expired: "new" takes one of them
-                (store.increment(b"new", &window(), 200), store.load(b"new", &window(), 200))
+                (store.increment(b"new", &window(), 200).map(|_| ()), store.load(b"new", &window(), 200))
             })
         };
         let a = stopped.join().unwrap();
@@ -224,7 +272,7 @@ fn reset_racing_writers_and_readers() {
         fixture.store().increment(b"k", &window(), 100).unwrap();
         let writer = {
             let fixture = Arc::clone(&fixture);
-            loom::thread::spawn(move || fixture.store().increment(b"k", &window(), 101))
+            loom::thread::spawn(move || fixture.store().increment(b"k", &window(), 101).map(|_| ()))
         };
         let reset = {
             let fixture = Arc::clone(&fixture);
@@ -281,12 +329,12 @@ fn count_changes_are_exact() {
         let up = {
             let fixture = Arc::clone(&fixture);
             loom::thread::spawn(move || {
-                run_stopping_after(Some(n), || fixture.store().change_count(b"c", 100, true, |c| c + 1))
+                run_stopping_after(Some(n), || fixture.store().change_count(b"c", 100, true, |c| c + 1).map(|_| ()))
             })
         };
         let down = {
             let fixture = Arc::clone(&fixture);
-            loom::thread::spawn(move || fixture.store().change_count(b"c", 101, false, |c| c.saturating_sub(1)))
+            loom::thread::spawn(move || fixture.store().change_count(b"c", 101, false, |c| c.saturating_sub(1)).map(|_| ()))
         };
         let up = up.join().unwrap();
         assert_eq!(down.join().unwrap(), Ok(()));
@@ -317,9 +365,9 @@ fn a_full_table_refuses_new_keys_only() {
         }
         let new = {
             let fixture = Arc::clone(&fixture);
-            loom::thread::spawn(move || fixture.store().increment(b"d", &window(), 101))
+            loom::thread::spawn(move || fixture.store().increment(b"d", &window(), 101).map(|_| ()))
         };
-        let old = fixture.store().increment(b"a", &window(), 101);
+        let old = fixture.store().increment(b"a", &window(), 101).map(|_| ());
         assert_eq!(old, Ok(()));
         let new = new.join().unwrap();
         assert!(matches!(new, Err(crate::store::StoreError { error: TableError::Full { .. }, .. })), "{new:?}");
@@ -340,7 +388,7 @@ fn a_scan_racing_a_claim_never_hides_the_claimed_slot() {
         }
         let claimer = {
             let fixture = Arc::clone(&fixture);
-            loom::thread::spawn(move || fixture.store().increment(b"k", &window(), 101))
+            loom::thread::spawn(move || fixture.store().increment(b"k", &window(), 101).map(|_| ()))
         };
         let scanned = fixture.store().usage(101)[0].live;
         assert_eq!(claimer.join().unwrap(), Ok(()));

@@ -58,6 +58,13 @@ pub struct Totals {
     pub others: u64,
 }
 
+/// What a write tells of its key's slot: `Some(t)` when the write created the slot or
+/// extended its lifetime, which it now keeps until `t`; `None` when it was kept long enough
+/// already. The slot of a busy key is renewed once per 1/16 of its lifetime: then, and only
+/// then, the adapter keeps the other keys of the same service until `t` too ([`Store::keep`]),
+/// so that a service's slots, and the totals they hold, live as long as any of its data.
+pub type Renewed = Option<u64>;
+
 /// Each table has `capacity / HEADROOM_DIVISOR` slots beyond its capacity, so that at most two
 /// slots in three are in use and probes stay short at any occupancy (see `table`).
 pub const HEADROOM_DIVISOR: usize = 2;
@@ -224,7 +231,7 @@ impl<'a> Store<'a> {
         keep_for: u64,
         create: bool,
         write: impl Fn(&Entry<'a>) -> bool,
-    ) -> Result<(), StoreError> {
+    ) -> Result<Renewed, StoreError> {
         let table = self.table(kind);
         let error = |error| StoreError { table: kind, error };
         let keep_until = now.saturating_add(keep_for);
@@ -234,11 +241,11 @@ impl<'a> Store<'a> {
             } else {
                 match table.find_and_keep(key, now, keep_until).map_err(error)? {
                     Some(entry) => entry,
-                    None => return Ok(()),
+                    None => return Ok(None),
                 }
             };
             if write(&entry) {
-                return Ok(());
+                return Ok(entry.renewed_until());
             }
         }
         Err(error(TableError::Contended))
@@ -249,7 +256,7 @@ impl<'a> Store<'a> {
     }
 
     /// Counts one event of `key` in the current bucket.
-    pub fn increment(&self, key: &[u8], window: &Window, now: u64) -> Result<(), StoreError> {
+    pub fn increment(&self, key: &[u8], window: &Window, now: u64) -> Result<Renewed, StoreError> {
         debug_assert!(window.window_buckets() < self.ring.len(), "windows are made for this store's rings");
         let bucket = window.bucket_at(now);
         let (index, lap) = self.ring.position(bucket);
@@ -326,12 +333,12 @@ impl<'a> Store<'a> {
         now: u64,
         create: bool,
         change: impl Fn(u64) -> u64,
-    ) -> Result<(), StoreError> {
+    ) -> Result<Renewed, StoreError> {
         self.change_count_counting(key, now, create, change, false)
     }
 
     /// An increment of the Count strategy's counter of `key`, counted in its total too.
-    pub fn increment_count(&self, key: &[u8], now: u64) -> Result<(), StoreError> {
+    pub fn increment_count(&self, key: &[u8], now: u64) -> Result<Renewed, StoreError> {
         self.change_count_counting(key, now, true, |count| count + 1, true)
     }
 
@@ -342,7 +349,7 @@ impl<'a> Store<'a> {
         create: bool,
         change: impl Fn(u64) -> u64,
         counts: bool,
-    ) -> Result<(), StoreError> {
+    ) -> Result<Renewed, StoreError> {
         let expires_at = now.saturating_add(COUNT_TTL);
         self.write(TableKind::Counters, key, now, COUNT_TTL, create, |entry| {
             let changed = update_word(&entry.payload()[COUNT], entry, |word| {
@@ -397,8 +404,21 @@ impl<'a> Store<'a> {
         Ok(())
     }
 
+    /// Keeps the slots of `counters` and `statuses` that exist until at least `until`, creating
+    /// none: what the adapter does with a service's other keys when a write renewed one of
+    /// them (see [`Renewed`]). Their data keeps its own expiry; only the slots, and the totals
+    /// they hold, stay.
+    pub fn keep(&self, counters: &[&[u8]], statuses: &[&[u8]], now: u64, until: u64) {
+        for (kind, keys) in [(TableKind::Counters, counters), (TableKind::Statuses, statuses)] {
+            for key in keys {
+                // A key too long has no slot to keep; a contended one is kept by its own writes.
+                let _ = self.table(kind).find_and_keep(key, now, until);
+            }
+        }
+    }
+
     /// Saves the last failure time of `key`, kept for `ttl` seconds.
-    pub fn save_last_failure_time(&self, key: &[u8], time: i64, ttl: u64, now: u64) -> Result<(), StoreError> {
+    pub fn save_last_failure_time(&self, key: &[u8], time: i64, ttl: u64, now: u64) -> Result<Renewed, StoreError> {
         self.save_timed(TableKind::Counters, key, [LAST_FAILURE_VALUE, LAST_FAILURE_EXPIRY], time, now, ttl)
     }
 
@@ -464,7 +484,7 @@ impl<'a> Store<'a> {
     /// another status (or none) counts a trip, one of [`STATUS_CALMED_DOWN`] over
     /// [`STATUS_TRIPPED`] a calm-down: the status word's compare-and-swap gives each save the
     /// status it replaced, so that of processes saving the same status at once, one counts.
-    pub fn save_status(&self, key: &[u8], status: i64, now: u64) -> Result<(), StoreError> {
+    pub fn save_status(&self, key: &[u8], status: i64, now: u64) -> Result<Renewed, StoreError> {
         let ttl = STATUS_TTL;
         self.write(TableKind::Statuses, key, now, ttl, true, |entry| {
             let generation = generation_byte(entry.generation());
@@ -514,7 +534,7 @@ impl<'a> Store<'a> {
         value: i64,
         now: u64,
         ttl: u64,
-    ) -> Result<(), StoreError> {
+    ) -> Result<Renewed, StoreError> {
         self.write(kind, key, now, ttl, true, |entry| {
             let generation = generation_byte(entry.generation());
             let payload = entry.payload();
@@ -940,6 +960,40 @@ mod tests {
             let totals = Store::new(&segment).totals(TableKind::Statuses, b"s").unwrap().unwrap();
             assert_eq!(totals.events, 1);
         }
+    }
+
+    /// Defect 3 of issue 19: a write renews its slot once per 1/16 of its lifetime, and says
+    /// so; `keep` then keeps the other keys' slots, totals and all, without creating any or
+    /// reviving their expired data.
+    #[test]
+    fn renewals_are_reported_and_keep_keeps_slots_but_not_their_data() {
+        let segment = segment(1);
+        let store = Store::new(&segment);
+        let w = window(4, None);
+        let created = store.increment(b"s_failure", &w, T0).unwrap();
+        assert_eq!(created, Some(T0 + w.ttl()), "a new slot is a renewal");
+        assert_eq!(store.increment(b"s_failure", &w, T0).unwrap(), None, "kept long enough already");
+        assert_eq!(store.increment(b"s_success", &w, T0).unwrap(), Some(T0 + w.ttl()));
+        // Every write of s_success renews it at most once per 2 s (a lifetime of 5 s: 1/16 is
+        // less than a second), and each renewal keeps s_failure as long.
+        let mut renewals = 0;
+        for t in T0 + 1..T0 + 101 {
+            if let Some(until) = store.increment(b"s_success", &w, t).unwrap() {
+                renewals += 1;
+                assert!(until > t + w.ttl() - 1);
+                store.keep(&[b"s_failure", b"s_rejection"], &[b"s_status"], t, until);
+            }
+        }
+        assert!((40..=60).contains(&renewals), "{renewals} renewals in 100 s");
+        assert_eq!(store.totals(TableKind::Counters, b"s_failure").unwrap(), Some(Totals { events: 2, others: 0 }));
+        assert_eq!(store.load(b"s_failure", &w, T0 + 100).unwrap(), 0, "its data expired all the same");
+        assert!(store.find(TableKind::Counters, b"s_rejection").unwrap().is_none(), "keep creates nothing");
+        assert!(store.find(TableKind::Statuses, b"s_status").unwrap().is_none());
+        // Without the keeps, the slot is reclaimed as soon as it expired (the sweep of new keys).
+        for i in 0..3u8 {
+            store.increment(&[b'n', i], &w, T0 + 200).unwrap();
+        }
+        assert_eq!(store.totals(TableKind::Counters, b"s_failure").unwrap(), None);
     }
 
     #[test]

@@ -360,9 +360,18 @@ impl<'a> Slot<'a> {
 pub struct Entry<'a> {
     slot: Slot<'a>,
     tag: Tag,
+    /// Whether the call that gave this entry created the slot or extended its lifetime.
+    renewed: bool,
 }
 
 impl<'a> Entry<'a> {
+    /// Until when the slot is kept, when the call that gave this entry created it or extended
+    /// its lifetime (once per 1/16 of the lifetime asked for, see `Table::keep`): the moment
+    /// to keep the keys that go with it as long (see `Store::keep`).
+    pub fn renewed_until(&self) -> Option<u64> {
+        self.renewed.then_some(self.tag.stamp())
+    }
+
     /// The generation of the claim that gave the slot its key; the payload words carry it.
     pub fn generation(&self) -> u32 {
         self.tag.generation()
@@ -687,7 +696,7 @@ impl<'a> Table<'a> {
         self.probe(home, self.reach(home)).find_map(|(_, slot)| {
             // Acquire: pairs with the Release publication of the slot, so its key is visible.
             let tag = Tag(slot.tag().load(Ordering::Acquire));
-            (tag.state() == State::Live && slot.holds(tag, key)).then_some(Entry { slot, tag })
+            (tag.state() == State::Live && slot.holds(tag, key)).then_some(Entry { slot, tag, renewed: false })
         })
     }
 
@@ -758,21 +767,22 @@ impl<'a> Table<'a> {
 
     /// Makes sure `entry` is kept until `keep_until`; `None` if its slot was recycled.
     ///
-    /// A slot kept for less is extended by 1/16 more than needed: `keep_until + (keep_until -
-    /// now) / 16`. So a busy key pays one compare-and-swap per 1/16 of its TTL, not one per
-    /// write, and a slot is reusable at most TTL / 16 after its data expired.
+    /// A slot kept for less is extended by 1/16 more than needed, and at least a second:
+    /// `keep_until + max(1, (keep_until - now) / 16)`. So a busy key pays one compare-and-swap
+    /// per 1/16 of its TTL (per 2 seconds at most), not one per write, and a slot is reusable
+    /// at most max(1, TTL / 16) seconds after its data expired.
     fn keep(&self, entry: Entry<'a>, now: u64, keep_until: u64) -> Option<Entry<'a>> {
         let mut tag = entry.tag;
         loop {
             if tag.stamp() >= keep_until {
-                return Some(Entry { slot: entry.slot, tag });
+                return Some(Entry { tag, ..entry });
             }
-            let extended = keep_until.saturating_add(keep_until.saturating_sub(now) / 16);
+            let extended = keep_until.saturating_add((keep_until.saturating_sub(now) / 16).max(1));
             let new = Tag::new(State::Live, tag.generation(), extended);
             // AcqRel on success: the extension is ordered before the writes that rely on it;
             // Acquire on failure: the tag read is then used as the new expected value.
             match entry.slot.tag().compare_exchange(tag.0, new.0, Ordering::AcqRel, Ordering::Acquire) {
-                Ok(_) => return Some(Entry { slot: entry.slot, tag: new }),
+                Ok(_) => return Some(Entry { slot: entry.slot, tag: new, renewed: true }),
                 Err(current) => {
                     let current = Tag(current);
                     if current.state() != State::Live || current.generation() != tag.generation() {
@@ -811,14 +821,22 @@ impl<'a> Table<'a> {
         };
         let home = key.home(self.slots);
         let distances = if at_capacity { self.reach(home) } else { self.slots };
-        let (mut this_key_claimed, mut other_claims) = (false, false);
+        // The first claim seen in progress of this key (PENDING), and of a key not known yet
+        // (RESERVED): what a last attempt takes over (see below).
+        let (mut this_key_claim, mut reserved, mut other_claims) = (None, None, false);
         for (distance, (index, slot)) in self.probe(home, distances).enumerate() {
             // Acquire: a FREE or expired slot's old contents are overwritten only after this.
             let seen = Tag(slot.tag().load(Ordering::Acquire));
             if !slot.claimable(seen, now, self.checks_claimers) || at_capacity && seen.state() == State::Free {
                 match seen.state() {
-                    State::Pending if slot.holds(seen, key) => this_key_claimed = true,
-                    State::Reserved | State::Pending => other_claims = true,
+                    State::Pending if slot.holds(seen, key) => {
+                        this_key_claim.get_or_insert((distance, index, slot, seen));
+                    }
+                    State::Reserved => {
+                        other_claims = true;
+                        reserved.get_or_insert((distance, index, slot, seen));
+                    }
+                    State::Pending => other_claims = true,
                     State::Free | State::Live => {}
                 }
                 continue;
@@ -830,8 +848,20 @@ impl<'a> Table<'a> {
             };
             return Ok(self.complete(&claim, key, now, keep_until));
         }
-        if this_key_claimed || other_claims && !last_attempt {
+        if !last_attempt && (this_key_claim.is_some() || other_claims) {
             return Ok(None);
+        }
+        // A claim still in progress after every attempt belongs to a process that is stopped
+        // (SIGSTOP, a frozen cgroup) or far slower than us; refusing this caller until that
+        // claim times out would refuse a key that is being created. So the last attempt takes
+        // over, as is safe at any time (see the module documentation), a PENDING claim of this
+        // key, or at the capacity a RESERVED claim within the reach: it may be of this very key
+        // by a process stopped before it wrote the key (its reach is raised before it reserves,
+        // see `reserve`), which would create the key over the capacity once resumed. The table
+        // does not grow: the slot was already counted, or its stopped claimer counts it.
+        if let Some((distance, index, slot, seen)) = this_key_claim.or(reserved.filter(|_| at_capacity)) {
+            let claim = self.reserve(slot, index, home, distance, seen, now);
+            return Ok(claim.and_then(|claim| self.complete(&claim, key, now, keep_until)));
         }
         Err(TableError::Full { slots: self.capacity })
     }
@@ -848,6 +878,13 @@ impl<'a> Table<'a> {
     ) -> Option<Claim<'a>> {
         let generation = seen.generation().wrapping_add(1) & GENERATION_MASK;
         let reserved = Tag::new(State::Reserved, generation, now);
+        // The reach covers the slot before it is reserved, so that a creator of the same key
+        // that finds the table at its capacity (and probes only the reach) sees this claim even
+        // if we stop right after reserving (see `insert`). `record` raises it again after the
+        // reservation, which is what keeps a sweep from lowering it under the claim (`shrink`).
+        if self.reach(home) <= distance {
+            self.raise_reach(home, distance);
+        }
         // AcqRel: the claim is ordered after whatever the previous owner wrote, and before
         // the writes below. Relaxed on failure: someone else took it; try the next slot.
         slot.tag().compare_exchange(seen.0, reserved.0, Ordering::AcqRel, Ordering::Relaxed).ok()?;
@@ -856,16 +893,17 @@ impl<'a> Table<'a> {
         Some(Claim { slot, index, home, distance, seen, reserved })
     }
 
-    /// Steps 2 to 5 of a claim: record it, write the key, publish it PENDING, settle it.
+    /// Steps 2 to 5 of a claim: record it, write the key, publish it PENDING, settle it. The
+    /// LIVE entry of the key: this claim's, or, when the claim was taken over or withdrew
+    /// before a rival, the one that holds the key now (`None` if none does yet).
     fn complete(&self, claim: &Claim<'a>, key: &Key<'_>, now: u64, keep_until: u64) -> Option<Entry<'a>> {
         self.record(claim);
-        if !self.write(claim, key) {
-            return None;
-        }
-        if !self.publish(claim) {
-            return None;
-        }
-        self.settle(claim, key, now, keep_until)
+        let settled = if self.write(claim, key) && self.publish(claim) {
+            self.settle(claim, key, now, keep_until)
+        } else {
+            None
+        };
+        settled.or_else(|| self.lookup(key).and_then(|entry| self.keep(entry, now, keep_until)))
     }
 
     /// Step 2: the statistics, how far the key lies from its home, and who claimed the slot.
@@ -983,7 +1021,7 @@ impl<'a> Table<'a> {
         // claim was taken over; look again.
         let published =
             claim.slot.tag().compare_exchange(claim.pending().0, live.0, Ordering::Release, Ordering::Relaxed).is_ok();
-        published.then_some(Entry { slot: claim.slot, tag: live })
+        published.then_some(Entry { slot: claim.slot, tag: live, renewed: true })
     }
 
     /// Whether a slot other than `own` holds `key` as LIVE, or as PENDING with its claimer
@@ -1104,9 +1142,11 @@ impl<'a> Table<'a> {
         })
     }
 
-    /// The stopped claimer resumes and makes every remaining step; whether its key went LIVE.
+    /// The stopped claimer resumes and makes every remaining step; whether its own claim went
+    /// LIVE (rather than the key being found in the slot of whoever took the claim over).
     pub(crate) fn hand_resume(&self, claim: &HandClaim<'a>, key: &[u8], now: u64, keep_until: u64) -> bool {
-        self.complete(&claim.0, &self.key(key).unwrap(), now, keep_until).is_some()
+        let entry = self.complete(&claim.0, &self.key(key).unwrap(), now, keep_until);
+        entry.is_some_and(|entry| std::ptr::eq(entry.payload(), claim.0.slot.payload()) && entry.generation() == claim.0.generation())
     }
 }
 
@@ -1596,8 +1636,11 @@ mod tests {
         let claim = reserve_by_hand(&table, b"k", home, 100);
         table.record(&claim);
         assert!(table.write(&claim, &key) && table.publish(&claim));
-        assert_eq!(table.find_or_insert(b"k", 100, 200).err(), Some(TableError::Contended), "not Full");
-        assert!(table.settle(&claim, &key, 100, 200).is_some());
+        // The claim stands through every attempt: the last one takes it over (issue 19).
+        let b = table.find_or_insert(b"k", 100, 200);
+        assert!(b.is_ok(), "neither Full nor Contended: {:?}", b.err());
+        assert!(table.settle(&claim, &key, 100, 200).is_none(), "the claim taken over never goes LIVE");
+        assert_eq!(table.holders(b"k"), 1);
         assert!(table.find_or_insert(b"k", 100, 200).is_ok());
     }
 
@@ -1692,6 +1735,32 @@ mod tests {
         (0u32..).map(|i| format!("k{i}").into_bytes()).filter(|key| table.home_of(key) == home).take(count).collect()
     }
 
+    /// A creator of a key stopped between reserving its slot and recording its reach, while
+    /// another key brings the table to its capacity: a second creator of the same key is not
+    /// told the table is full (it takes the stopped claim over), and the stopped creator, once
+    /// resumed, finds the key that second creator made. The count ends at what the slots hold.
+    #[test]
+    fn a_creator_stopped_after_reserving_does_not_make_the_same_key_full() {
+        let fixture = Fixture::with_capacity(2, 4, 1, 1);
+        let table = fixture.table();
+        let home = 1;
+        let keys = keys_with_home(&table, home, 2);
+        let (x, k) = (&keys[0], &keys[1]);
+        table.find_or_insert(x, 100, 1000).unwrap(); // x in k's home
+        let slot = table.slot(home + 1);
+        let seen = Tag(slot.tag().load(Ordering::SeqCst));
+        let claim = table.reserve(slot, home + 1, home, 1, seen, 100).unwrap(); // A stops here
+        let y = keys_with_home(&table, 3, 1).remove(0);
+        table.find_or_insert(&y, 100, 1000).unwrap(); // C: the count reaches the capacity
+        let b = table.find_or_insert(k, 100, 1000).err(); // B
+        assert!(table.complete(&claim, &table.key(k).unwrap(), 100, 1000).is_some());
+        assert_eq!(b, None, "B was told {b:?} while A was creating the same key");
+        assert_eq!(table.holders(k), 1);
+        assert_eq!(fixture.table().in_use.load(Ordering::SeqCst), 3, "x, y and k");
+        let z = keys_with_home(&table, 0, 1).remove(0);
+        assert_eq!(table.find_or_insert(&z, 100, 1000).err(), Some(TableError::Full { slots: 2 }));
+    }
+
     /// Goal 7 of issue 11: a table at its capacity refuses a new key although its headroom is
     /// free, and the refusal sweeps a bounded number of slots instead of scanning them all.
     #[test]
@@ -1726,14 +1795,17 @@ mod tests {
         assert_eq!(table.sweep(110, 30), 5);
         assert_eq!(in_use(&table), 10);
         assert_eq!(table.usage(110), Usage { live: 10, expired: 0, claiming: 0 });
-        // a rival claim of a key that exists withdraws, and gives its slot back
+        // a rival claim of a key that exists withdraws, gives its slot back, and returns the
+        // slot that holds the key
         let claim = reserve_by_hand(
             &table,
             b"k\x0f",
             (0..30).find(|&i| Tag(table.slot(i).tag().load(Ordering::SeqCst)).state() == State::Free).unwrap(),
             110,
         );
-        assert!(table.complete(&claim, &table.key(b"k\x0f").unwrap(), 110, 200).is_none());
+        let entry = table.complete(&claim, &table.key(b"k\x0f").unwrap(), 110, 200).unwrap();
+        assert!(!std::ptr::eq(entry.payload(), claim.slot.payload()), "the key's own slot, not the withdrawn one");
+        assert!(std::ptr::eq(entry.payload(), table.find(b"k\x0f").unwrap().unwrap().payload()));
         assert_eq!(in_use(&table), 10);
     }
 

@@ -5,7 +5,9 @@ declare(strict_types=1);
 namespace Zeusi\GaneshaShmAdapter\Tests\Ganesha;
 
 use Ackintosh\Ganesha\Storage\StorageKeys;
+use Ackintosh\Ganesha\Builder;
 use Zeusi\GaneshaShmAdapter\SlidingTimeWindowShm;
+use Zeusi\GaneshaShmAdapter\Tests\Support\Php;
 use Zeusi\GaneshaShmAdapter\Tests\Support\Unique;
 use Zeusi\GaneshaShmAdapter\Tests\Support\VirtualClock;
 
@@ -68,6 +70,52 @@ final class OperatorTest extends GaneshaTestCase
         self::assertArrayHasKey($service, $snapshot);
         self::assertSame(1, $snapshot[$service]['failures']);
         self::assertSame($service, $snapshot[(int) $service]['service']);
+    }
+
+    /**
+     * A service that tripped once, recovered, and then serves a success every second for 100 s
+     * keeps every total, although its failure and rejection data expired long ago and new
+     * services sweep the store (4 services in all, a 4 s window: the expired slots are the
+     * first the sweep would free). Its totals are Prometheus counters: dropping any of them
+     * while the service is busy would read as a counter reset.
+     */
+    public function testABusyServiceKeepsEveryTotalWhileItsOtherDataExpires(): void
+    {
+        $code = Php::autoloadCode(true) . \sprintf(
+            ' require %s;
+            use %s as Clock;
+            Clock::freeze(1800000000);
+            $adapter = new \%s(null, Clock::callable());
+            $g = \%s::withRateStrategy()->adapter($adapter)->timeWindow(4)->failureRateThreshold(50)
+                ->minimumRequests(1)->intervalToHalfOpen(1)->build();
+            $g->failure("busy");                          // trips
+            $g->isAvailable("busy");                      // a rejection
+            Clock::sleep(2);
+            $trial = $g->isAvailable("busy");             // the half-open trial
+            $g->success("busy");
+            for ($i = 0; $i < 100; $i++) {
+                Clock::sleep(1);
+                if ($g->isAvailable("busy")) { $g->success("busy"); }
+            }
+            $r = ["trial" => $trial, "before" => $adapter->snapshot()["busy"]["totals"]];
+            for ($i = 0; $i < 3; $i++) { $g->success("other" . $i); $g->failure("other" . $i); }
+            $r["after"] = $adapter->snapshot()["busy"]["totals"];
+            $r["others"] = array_map(fn ($row) => $row["totals"]["successes"], array_diff_key($adapter->snapshot(), ["busy" => 0]));
+            echo json_encode($r);',
+            \var_export(\dirname(__DIR__) . '/Support/virtual_clock_functions.php', true),
+            VirtualClock::class,
+            SlidingTimeWindowShm::class,
+            Builder::class
+        );
+        $result = Php::json($code, ['ganesha_shm.max_services' => 4]);
+
+        self::assertTrue($result['trial']);
+        $before = $result['before'];
+        self::assertSame(['failures' => 1, 'trips' => 1, 'calm_downs' => 1, 'half_open_trials' => 1], \array_diff_key($before, ['successes' => 0, 'rejections' => 0]));
+        self::assertGreaterThanOrEqual(1, $before['rejections']);
+        self::assertGreaterThanOrEqual(95, $before['successes'], 'a success nearly every second');
+        self::assertSame($before, $result['after'], 'no total of the busy service went with its expired data');
+        self::assertSame(['other0' => 1, 'other1' => 1, 'other2' => 1], $result['others'], 'the new services were stored');
     }
 
     public function testTotalsCountTripsCalmDownsAndTrialsThroughGanesha(): void
