@@ -39,6 +39,7 @@ const MEMORY_SERVICES = 200;
 const TIME_WINDOW = 60;             // 60 buckets of 1 s
 
 const TARGET_FLOOR_RATIO = 1.3;     // workload (a): SlidingTimeWindowShm / floor
+const TARGET_REQUEST_RATIO = 1.1;   // workload (e): a request, SlidingTimeWindowShm / floor
 const TARGET_SCALING = 0.95;        // 4p/1p of SlidingTimeWindowShm / 4p/1p of the floor
 const TARGET_BYTES = 4096;          // shared memory per service at 60 buckets
 
@@ -248,12 +249,52 @@ function loopLoad(object $adapter, string $key, int $n): array
     return [\hrtime(true) - $start, $off];
 }
 
+/** (e) requests as php-fpm serves them: each builds its adapter and Ganesha, then (a). */
+function loopRequest(Request $request, string $service, int $n): array
+{
+    $off = 0;
+    $start = \hrtime(true);
+    for ($i = 0; $i < $n; ++$i) {
+        $ganesha = $request->ganesha();
+        if ($ganesha->isAvailable($service)) {
+            $ganesha->success($service);
+        } else {
+            ++$off;
+        }
+    }
+    return [\hrtime(true) - $start, $off];
+}
+
+/**
+ * What a request builds, PHP sharing nothing between requests: `new` the adapter, then
+ * Builder::...->build(), which calls setContext().
+ */
+final class Request
+{
+    /** @param array{threshold: int, minimum: int, halfOpen: int} $config */
+    public function __construct(private Contender $contender, private array $config)
+    {
+    }
+
+    public function ganesha(): Ganesha
+    {
+        return Builder::withRateStrategy()
+            ->adapter(($this->contender->make)())
+            ->timeWindow(TIME_WINDOW)
+            ->failureRateThreshold($this->config['threshold'])
+            ->minimumRequests($this->config['minimum'])
+            ->intervalToHalfOpen($this->config['halfOpen'])
+            ->build();
+    }
+}
+
 final class Workload
 {
     /**
      * @param array{threshold: int, minimum: int, halfOpen: int}|null $config null: the adapter alone
      * @param \Closure(object $subject, object $adapter, string $service): void $prime
      * @param \Closure(NullAdapter $floor, string $service): void $canned what the floor answers
+     * @param bool $perRequest whether each operation builds its own adapter and Ganesha (e)
      */
     public function __construct(
         public readonly string $id,
@@ -262,6 +303,7 @@ final class Workload
         public readonly ?array $config,
         public readonly \Closure $prime,
         public readonly \Closure $canned,
+        public readonly bool $perRequest = false,
     ) {
     }
 }
@@ -299,6 +341,10 @@ function workloads(bool $withGanesha): array
                 $floor->canned("ganesha_{$service}_failure", 2);
                 $floor->canned("ganesha_{$service}_success", 1);
             });
+        // Ganesha's Redis adapter connects once per request here, as a php-fpm worker does
+        // without persistent connections.
+        $list[] = new Workload('e', '(e) a request: new adapter + build() + (a)', __NAMESPACE__ . '\loopRequest',
+            ['threshold' => 50, 'minimum' => 10, 'halfOpen' => 5], $nothing, $nothing, perRequest: true);
     }
     $list[] = new Workload('d1', '(d) adapter alone: increment()', __NAMESPACE__ . '\loopIncrement', null, $nothing, $nothing);
     $list[] = new Workload('d2', '(d) adapter alone: load(), 60 buckets', __NAMESPACE__ . '\loopLoad', null,
@@ -323,7 +369,11 @@ final class Setup
     public function __construct(Workload $workload, Contender $contender, bool $withGanesha, public readonly Events $events)
     {
         $this->adapter = $workload->config === null ? configured($contender, $withGanesha) : ($contender->make)();
-        $this->subject = $workload->config === null ? $this->adapter : ganesha($this->adapter, $workload->config, $events);
+        $this->subject = match (true) {
+            $workload->config === null => $this->adapter,
+            $workload->perRequest => new Request($contender, $workload->config),
+            default => ganesha($this->adapter, $workload->config, $events),
+        };
     }
 
     /** A new service (or key), primed for the workload; events of the priming are forgotten. */
@@ -743,6 +793,10 @@ if (isset($ratios['a']['shm'])) {
     $targets[] = [$r <= TARGET_FLOOR_RATIO, \sprintf('workload (a): SlidingTimeWindowShm within %.1f× of the floor: %s', TARGET_FLOOR_RATIO, ratio($r))];
 } else {
     $targets[] = [null, 'workload (a): SlidingTimeWindowShm within 1.3× of the floor: not measured (needs Ganesha)'];
+}
+if (isset($ratios['e']['shm'])) {
+    $r = $ratios['e']['shm'];
+    $targets[] = [$r <= TARGET_REQUEST_RATIO, \sprintf('workload (e): a request with SlidingTimeWindowShm within %.2f× of the floor\'s: %s (benches/profile.sh counts its instructions)', TARGET_REQUEST_RATIO, ratio($r))];
 }
 if (isset($relative['shm'])) {
     $targets[] = [$relative['shm'] >= TARGET_SCALING, \sprintf('4-process/1-process throughput ratio of SlidingTimeWindowShm ≥ %d %% of the floor\'s: %.1f %% (%.3f vs %.3f)',

@@ -23,6 +23,7 @@ use ext_php_rs::prelude::*;
 use ext_php_rs::types::{ZendCallable, ZendHashTable, ZendObject, ZendStr, Zval};
 
 use crate::circuit::{self, Figures, Thresholds, STATUS_CALMED_DOWN};
+use crate::context::{self, StorageKeys};
 use crate::errors::{exception, php_error, storage_exception};
 use crate::metrics::{self, BucketView, ServiceTotals, ServiceView};
 use crate::process;
@@ -30,32 +31,6 @@ use crate::settings::{INI_MAX_KEY_LENGTH, INI_MAX_SERVICES};
 use crate::store::{Renewed, Store, StoreError, TableKind};
 use crate::table::TableError;
 use crate::window::{self, timed, CountWord, Window, WindowError};
-
-/// The storage keys of one Ganesha configuration: what `reset()` may delete.
-struct StorageKeys {
-    prefix: Vec<u8>,
-    suffixes: [Vec<u8>; 5],
-}
-
-impl StorageKeys {
-    /// Whether `key` is `prefix . service . suffix` with a non-empty service, for one of the
-    /// configuration's suffixes (as Ganesha's own adapters match `/^prefix.+(suffixes)$/`).
-    fn covers(&self, key: &[u8]) -> bool {
-        self.service_of(key).is_some_and(|service| !service.is_empty())
-    }
-
-    /// The service name in `key`, the empty one included, when `key` is one of this
-    /// configuration's keys.
-    fn service_of<'k>(&self, key: &'k [u8]) -> Option<&'k [u8]> {
-        let rest = key.strip_prefix(&self.prefix[..])?;
-        self.suffixes.iter().find_map(|suffix| rest.strip_suffix(&suffix[..]))
-    }
-
-    /// The keys of one service: its counts, its last failure time and its status.
-    fn of_service(&self, service: &[u8]) -> [Vec<u8>; 5] {
-        self.suffixes.each_ref().map(|suffix| [&self.prefix[..], service, suffix].concat())
-    }
-}
 
 /// How the counters are kept, from the strategy in Ganesha's `Context`.
 enum Strategy {
@@ -69,7 +44,7 @@ enum Strategy {
 struct Configured {
     strategy: Strategy,
     interval_to_half_open: u64,
-    storage_keys: StorageKeys,
+    storage_keys: Rc<StorageKeys>,
     /// For `snapshot()` and `metrics()`; `None` when the context does not give them.
     thresholds: Option<Thresholds>,
 }
@@ -106,6 +81,55 @@ impl Configured {
         }
     }
 }
+
+/// The configuration made of what a `Context` gave, with this adapter's bucket duration:
+/// made once per process for each that is given (up to [`CONFIGURATIONS`] of them), since
+/// every request of an application gives the same few.
+fn configured(read: context::Read, bucket_duration: Option<u64>) -> PhpResult<Rc<Configured>> {
+    /// A configuration made, with what it was made of.
+    struct Made {
+        read: context::Read,
+        bucket_duration: Option<u64>,
+        configured: Rc<Configured>,
+    }
+    thread_local! {
+        /// The configurations made, the latest first.
+        static MADE: RefCell<Vec<Made>> = const { RefCell::new(Vec::new()) };
+    }
+    let made = MADE.with_borrow(|made| {
+        made.iter()
+            .find(|made| made.bucket_duration == bucket_duration && made.read == read)
+            .map(|made| Rc::clone(&made.configured))
+    });
+    if let Some(configured) = made {
+        return Ok(configured);
+    }
+    let (strategy, thresholds) = match read.strategy {
+        context::Strategy::Rate { time_window, failure_rate_threshold, minimum_requests } => (
+            Strategy::Rate(Window::new(time_window, bucket_duration, process::max_buckets()).map_err(window_error)?),
+            failure_rate_threshold
+                .zip(minimum_requests)
+                .map(|(failure_rate_threshold, minimum_requests)| Thresholds::Rate { failure_rate_threshold, minimum_requests }),
+        ),
+        context::Strategy::Count { failure_count_threshold } => {
+            (Strategy::Count, failure_count_threshold.map(|failure_count_threshold| Thresholds::Count { failure_count_threshold }))
+        }
+    };
+    let configured = Rc::new(Configured {
+        strategy,
+        interval_to_half_open: read.interval_to_half_open.max(0) as u64,
+        storage_keys: Rc::clone(&read.keys),
+        thresholds,
+    });
+    MADE.with_borrow_mut(|made| {
+        made.truncate(CONFIGURATIONS - 1);
+        made.insert(0, Made { read, bucket_duration, configured: Rc::clone(&configured) });
+    });
+    Ok(configured)
+}
+
+/// Configurations a process keeps made (see `configured`).
+const CONFIGURATIONS: usize = 8;
 
 /// A PHP callable returning the current time, for tests; held with its own reference.
 pub struct Clock(Zval);
@@ -162,45 +186,11 @@ impl AbstractSlidingTimeWindowShm {
 
     /// Reads the strategy, the time window, the interval to half-open and the storage keys
     /// from Ganesha's `Context`, and checks that the bucket duration fits the time window.
+    /// What follows from them is made once per process and configuration (see `configured`).
     pub fn set_context(&self, context: &mut ZendObject) -> PhpResult<()> {
-        let strategy = string(context, "strategy")?;
-        let configuration = call(context, "configuration")?;
-        let configuration =
-            configuration.object().ok_or_else(|| not_a_context("configuration() did not return an object"))?;
-        let strategy = if strategy == COUNT_STRATEGY.as_bytes() {
-            Strategy::Count
-        } else {
-            let time_window = long(configuration, "timeWindow")?;
-            Strategy::Rate(
-                Window::new(time_window, self.bucket_duration, process::max_buckets()).map_err(window_error)?,
-            )
-        };
-        let interval_to_half_open = long(configuration, "intervalToHalfOpen")?.max(0) as u64;
-        let thresholds = match strategy {
-            Strategy::Rate(_) => optional_long(configuration, "failureRateThreshold")
-                .zip(optional_long(configuration, "minimumRequests"))
-                .map(|(failure_rate_threshold, minimum_requests)| Thresholds::Rate {
-                    failure_rate_threshold,
-                    minimum_requests,
-                }),
-            Strategy::Count => optional_long(configuration, "failureCountThreshold")
-                .map(|failure_count_threshold| Thresholds::Count { failure_count_threshold }),
-        };
-        let keys = call(configuration, "storageKeys")?;
-        let keys = keys.object().ok_or_else(|| not_a_context("storageKeys() did not return an object"))?;
-        let suffix = |name: &str| string(keys, name);
-        let storage_keys = StorageKeys {
-            prefix: suffix("prefix")?,
-            suffixes: [
-                suffix("success")?,
-                suffix("failure")?,
-                suffix("rejection")?,
-                suffix("lastFailureTime")?,
-                suffix("status")?,
-            ],
-        };
-        let configured = Configured { strategy, interval_to_half_open, storage_keys, thresholds };
-        *self.configured.borrow_mut() = Some(Rc::new(configured));
+        let read = context::read(context)?;
+        let configured = configured(read, self.bucket_duration)?;
+        *self.configured.borrow_mut() = Some(configured);
         Ok(())
     }
 
@@ -348,9 +338,6 @@ fn integer_key(bytes: &[u8]) -> Option<i64> {
     }
     std::str::from_utf8(bytes).ok()?.parse().ok()
 }
-
-/// Ganesha's `Context::STRATEGY_COUNT`.
-const COUNT_STRATEGY: &str = "count";
 
 /// Why a hot method refused a call, as plain data. Building the exception may run PHP code
 /// (Ganesha's `StorageException` may have to be autoloaded), which must run neither in the
@@ -627,31 +614,6 @@ fn check_range(name: &'static str, value: i64, min: i64, max: i64) -> Result<(),
         return Ok(());
     }
     Err(Refusal::OutOfRange { name, value, min, max })
-}
-
-fn not_a_context(why: &str) -> PhpException {
-    exception("InvalidArgumentException", format!("setContext() expects Ganesha's Context: {why}."))
-}
-
-fn call(object: &ZendObject, method: &str) -> PhpResult<Zval> {
-    object.try_call_method(method, vec![]).map_err(|_| not_a_context(&format!("it has no method {method}()")))
-}
-
-/// An int from a method the object may not have.
-fn optional_long(object: &ZendObject, method: &str) -> Option<i64> {
-    object.try_call_method(method, vec![]).ok().and_then(|value| value.long())
-}
-
-fn long(object: &ZendObject, method: &str) -> PhpResult<i64> {
-    call(object, method)?.long().ok_or_else(|| not_a_context(&format!("{method}() did not return an int")))
-}
-
-fn string(object: &ZendObject, method: &str) -> PhpResult<Vec<u8>> {
-    let value = call(object, method)?;
-    value
-        .zend_str()
-        .map(|s| s.as_bytes().to_vec())
-        .ok_or_else(|| not_a_context(&format!("{method}() did not return a string")))
 }
 
 /// The class's hot methods: see `hot`.

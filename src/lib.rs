@@ -10,6 +10,7 @@
 //! * [`circuit`]: what Ganesha would decide for a service, from its figures, pure;
 //! * [`metrics`]: the Prometheus text format, pure;
 //! * [`errors`]: the PHP exceptions thrown;
+//! * [`context`]: what `setContext()` reads of Ganesha's `Context`;
 //! * [`settings`]: the INI settings and their checks;
 //! * [`process`]: this process's segment, store and clock;
 //! * [`adapter`]: the PHP class;
@@ -23,6 +24,8 @@
 #[cfg(not(loom))]
 mod adapter;
 mod circuit;
+#[cfg(not(loom))]
+mod context;
 #[cfg(not(loom))]
 mod errors;
 #[cfg(loom)]
