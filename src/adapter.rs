@@ -9,7 +9,9 @@
 
 use std::cell::RefCell;
 use std::collections::BTreeSet;
-use std::rc::Rc;
+use std::sync::Arc;
+
+use parking_lot::Mutex;
 
 use ext_php_rs::binary::Binary;
 use ext_php_rs::binary_slice::BinarySlice;
@@ -44,7 +46,7 @@ enum Strategy {
 struct Configured {
     strategy: Strategy,
     interval_to_half_open: u64,
-    storage_keys: Rc<StorageKeys>,
+    storage_keys: Arc<StorageKeys>,
     /// For `snapshot()` and `metrics()`; `None` when the context does not give them.
     thresholds: Option<Thresholds>,
 }
@@ -55,7 +57,10 @@ impl Configured {
     /// they hold, live as long as any of its data: a busy service never resets its totals.
     /// Nothing for a key of no service of this configuration.
     fn keep_service(&self, store: &Store<'_>, table: TableKind, key: &[u8], now: u64, renewed: Renewed) {
-        let (Some(until), Some(service)) = (renewed, self.storage_keys.service_of(key)) else {
+        let Some(until) = renewed else {
+            return;
+        };
+        let Some(service) = self.storage_keys.service_of(key) else {
             return;
         };
         // Of the service's keys (`StorageKeys::of_service`), the last is its status.
@@ -85,46 +90,45 @@ impl Configured {
 /// The configuration made of what a `Context` gave, with this adapter's bucket duration:
 /// made once per process for each that is given (up to [`CONFIGURATIONS`] of them), since
 /// every request of an application gives the same few.
-fn configured(read: context::Read, bucket_duration: Option<u64>) -> PhpResult<Rc<Configured>> {
+fn configured(read: context::Read, bucket_duration: Option<u64>) -> PhpResult<Arc<Configured>> {
     /// A configuration made, with what it was made of.
     struct Made {
         read: context::Read,
         bucket_duration: Option<u64>,
-        configured: Rc<Configured>,
+        configured: Arc<Configured>,
     }
-    thread_local! {
-        /// The configurations made, the latest first.
-        static MADE: RefCell<Vec<Made>> = const { RefCell::new(Vec::new()) };
-    }
-    let made = MADE.with_borrow(|made| {
-        made.iter()
-            .find(|made| made.bucket_duration == bucket_duration && made.read == read)
-            .map(|made| Rc::clone(&made.configured))
-    });
+    /// The configurations made, the latest first. A static, not a `thread_local!` (see
+    /// `context`); its lock is only ever held for a lookup or an insertion.
+    static MADE: Mutex<Vec<Made>> = Mutex::new(Vec::new());
+    let made = MADE
+        .lock()
+        .iter()
+        .find(|made| made.bucket_duration == bucket_duration && made.read == read)
+        .map(|made| Arc::clone(&made.configured));
     if let Some(configured) = made {
         return Ok(configured);
     }
     let (strategy, thresholds) = match read.strategy {
         context::Strategy::Rate { time_window, failure_rate_threshold, minimum_requests } => (
             Strategy::Rate(Window::new(time_window, bucket_duration, process::max_buckets()).map_err(window_error)?),
-            failure_rate_threshold
-                .zip(minimum_requests)
-                .map(|(failure_rate_threshold, minimum_requests)| Thresholds::Rate { failure_rate_threshold, minimum_requests }),
+            failure_rate_threshold.zip(minimum_requests).map(|(failure_rate_threshold, minimum_requests)| {
+                Thresholds::Rate { failure_rate_threshold, minimum_requests }
+            }),
         ),
-        context::Strategy::Count { failure_count_threshold } => {
-            (Strategy::Count, failure_count_threshold.map(|failure_count_threshold| Thresholds::Count { failure_count_threshold }))
-        }
+        context::Strategy::Count { failure_count_threshold } => (
+            Strategy::Count,
+            failure_count_threshold.map(|failure_count_threshold| Thresholds::Count { failure_count_threshold }),
+        ),
     };
-    let configured = Rc::new(Configured {
+    let configured = Arc::new(Configured {
         strategy,
         interval_to_half_open: read.interval_to_half_open.max(0) as u64,
-        storage_keys: Rc::clone(&read.keys),
+        storage_keys: Arc::clone(&read.keys),
         thresholds,
     });
-    MADE.with_borrow_mut(|made| {
-        made.truncate(CONFIGURATIONS - 1);
-        made.insert(0, Made { read, bucket_duration, configured: Rc::clone(&configured) });
-    });
+    let mut made = MADE.lock();
+    made.truncate(CONFIGURATIONS - 1);
+    made.insert(0, Made { read, bucket_duration, configured: Arc::clone(&configured) });
     Ok(configured)
 }
 
@@ -152,8 +156,8 @@ pub struct AbstractSlidingTimeWindowShm {
     /// What `setContext()` read. Every method takes `&self` and none holds a borrow of this
     /// cell, or a reference into what it holds, while PHP code runs (the clock, Ganesha's
     /// Context): that code may call this object again, `setContext()` included. A method keeps
-    /// the configuration it started with by its `Rc`.
-    configured: RefCell<Option<Rc<Configured>>>,
+    /// the configuration it started with by its `Arc`.
+    configured: RefCell<Option<Arc<Configured>>>,
 }
 
 #[php_impl]
@@ -449,7 +453,7 @@ impl AbstractSlidingTimeWindowShm {
 impl AbstractSlidingTimeWindowShm {
     /// The configuration `setContext()` gave, kept by this call even if PHP code run later in
     /// it sets another.
-    fn configuration(&self) -> PhpResult<Rc<Configured>> {
+    fn configuration(&self) -> PhpResult<Arc<Configured>> {
         self.configured.borrow().clone().ok_or_else(|| {
             exception(
                 "LogicException",
@@ -461,7 +465,7 @@ impl AbstractSlidingTimeWindowShm {
 
     /// The configuration and the current time, from the clock given to the constructor or
     /// the system's.
-    fn configured_now(&self) -> PhpResult<(Rc<Configured>, u64)> {
+    fn configured_now(&self) -> PhpResult<(Arc<Configured>, u64)> {
         let configured = self.configuration()?;
         let now = match &self.clock {
             None => process::unix_time(),
@@ -559,7 +563,7 @@ impl AbstractSlidingTimeWindowShm {
     }
 
     /// The configuration and the current time, for a call that only the Count strategy makes.
-    fn count_strategy(&self, method: &str) -> PhpResult<(Rc<Configured>, u64)> {
+    fn count_strategy(&self, method: &str) -> PhpResult<(Arc<Configured>, u64)> {
         let (configured, now) = self.configured_now()?;
         match configured.strategy {
             Strategy::Count => Ok((configured, now)),

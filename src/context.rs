@@ -8,21 +8,26 @@
 //! constants: for objects of exactly those classes the properties are read where the object
 //! keeps them, and the storage keys once per process. Any other object (a subclass, another
 //! `StorageKeysInterface`, a test double) is read through its methods, as before.
+//!
+//! What this keeps across requests lives in statics, never in `thread_local!`s with a
+//! destructor: a destructor registered for a thread keeps this library loaded when PHP unloads
+//! it (Apache's graceful restart), with the statics of the PHP it was loaded for.
 
-use std::cell::OnceCell;
-use std::rc::Rc;
+use std::sync::Arc;
 
+use ext_php_rs::boxed::ZBox;
 use ext_php_rs::exception::PhpException;
-use ext_php_rs::ffi::{zend_hash_str_find, zend_property_info, ZEND_ACC_STATIC};
+use ext_php_rs::ffi::{zend_hash_find, zend_property_info, zend_string, HashTable, ZEND_ACC_STATIC};
 use ext_php_rs::flags::DataType;
 use ext_php_rs::prelude::PhpResult;
-use ext_php_rs::types::{ZendObject, Zval};
+use ext_php_rs::types::{ZendObject, ZendStr, Zval};
+use once_cell::sync::OnceCell;
 
 use crate::errors::exception;
 
-const CONTEXT: &str = "Ackintosh\\Ganesha\\Context";
-const CONFIGURATION: &str = "Ackintosh\\Ganesha\\Configuration";
-const STORAGE_KEYS: &str = "Ackintosh\\Ganesha\\Storage\\StorageKeys";
+const CONTEXT: &[u8] = b"Ackintosh\\Ganesha\\Context";
+const CONFIGURATION: &[u8] = b"Ackintosh\\Ganesha\\Configuration";
+const STORAGE_KEYS: &[u8] = b"Ackintosh\\Ganesha\\Storage\\StorageKeys";
 
 /// The storage keys of a configuration, what `reset()` may delete: Ganesha's prefix and its
 /// five suffixes, in the order of `StorageKeysInterface`: success, failure, rejection, last
@@ -62,7 +67,7 @@ const COUNT_STRATEGY: &[u8] = b"count";
 pub struct Read {
     pub strategy: Strategy,
     pub interval_to_half_open: i64,
-    pub keys: Rc<StorageKeys>,
+    pub keys: Arc<StorageKeys>,
 }
 
 /// The strategy, with what the configuration gives for it.
@@ -74,11 +79,67 @@ pub enum Strategy {
     Count { failure_count_threshold: Option<i64> },
 }
 
+/// The names looked up in Ganesha's objects, as persistent strings whose hash PHP computed
+/// once: so that each lookup is one probe of the table, without hashing the name again.
+struct Names {
+    strategy: ZBox<ZendStr>,
+    configuration: ZBox<ZendStr>,
+    params: ZBox<ZendStr>,
+    time_window: ZBox<ZendStr>,
+    failure_rate_threshold: ZBox<ZendStr>,
+    minimum_requests: ZBox<ZendStr>,
+    failure_count_threshold: ZBox<ZendStr>,
+    interval_to_half_open: ZBox<ZendStr>,
+    storage_keys: ZBox<ZendStr>,
+}
+
+// SAFETY: the strings are made, and their hashes computed, once under the `OnceCell`; after that
+// they are only read (a lookup writes a string's hash only while it is 0), and only freed at exit.
+unsafe impl Send for Names {}
+unsafe impl Sync for Names {}
+
+impl Names {
+    fn get() -> &'static Self {
+        static NAMES: OnceCell<Names> = OnceCell::new();
+        NAMES.get_or_init(|| {
+            let name = |name: &str| {
+                let mut name = ZendStr::new(name, true);
+                // SAFETY: an empty table is a valid one to look a string up in; the lookup only
+                // computes and stores the string's hash, which is what we want of it.
+                unsafe {
+                    let empty = ext_php_rs::types::ZendHashTable::new();
+                    zend_hash_find(&raw const *empty, &raw mut *name);
+                }
+                name
+            };
+            Names {
+                strategy: name("strategy"),
+                configuration: name("configuration"),
+                params: name("params"),
+                time_window: name("timeWindow"),
+                failure_rate_threshold: name("failureRateThreshold"),
+                minimum_requests: name("minimumRequests"),
+                failure_count_threshold: name("failureCountThreshold"),
+                interval_to_half_open: name("intervalToHalfOpen"),
+                storage_keys: name("storageKeys"),
+            }
+        })
+    }
+}
+
+/// The value under `name` in `table`, if any.
+fn find<'a>(table: &'a HashTable, name: &ZendStr) -> Option<&'a Zval> {
+    // SAFETY: `name` is a string whose hash is computed (see `Names`), so the lookup only reads
+    // it; the value found lives as long as the table.
+    unsafe { zend_hash_find(table, std::ptr::from_ref(name).cast_mut()).as_ref() }
+}
+
 /// Reads `context`, asking its configuration only for what its strategy uses (a Rate
 /// configuration has no `failureCountThreshold`, and Ganesha's getter would throw).
 pub fn read(context: &ZendObject) -> PhpResult<Read> {
+    let names = Names::get();
     let own = |name| own_property(context, CONTEXT, name).map(Zval::shallow_clone);
-    let (strategy, configuration) = match (own("strategy"), own("configuration")) {
+    let (strategy, configuration) = match (own(&names.strategy), own(&names.configuration)) {
         (Some(strategy), Some(configuration)) if strategy.is_string() && configuration.is_object() => {
             (strategy, configuration)
         }
@@ -88,50 +149,49 @@ pub fn read(context: &ZendObject) -> PhpResult<Read> {
     let configuration =
         configuration.object().ok_or_else(|| not_a_context("configuration() did not return an object"))?;
     // Ganesha's `Configuration` getters return `$this->params[<their name>]`.
-    let params = own_property(configuration, CONFIGURATION, "params").and_then(Zval::array);
-    let setting = |method: &str| -> PhpResult<Zval> {
+    let params = own_property(configuration, CONFIGURATION, &names.params).and_then(Zval::array);
+    let setting = |name: &ZendStr| -> PhpResult<Zval> {
+        let method = name.as_str().unwrap_or_default();
         match params {
-            Some(params) => params
-                .get(method)
+            Some(params) => find(params, name)
                 .map(Zval::shallow_clone)
                 .ok_or_else(|| not_a_context(&format!("its configuration has no {method}"))),
             None => call(configuration, method),
         }
     };
-    let long = |method: &str| {
-        setting(method)?.long().ok_or_else(|| not_a_context(&format!("{method}() did not return an int")))
+    let long = |name: &ZendStr| {
+        setting(name)?.long().ok_or_else(|| {
+            not_a_context(&format!("{}() did not return an int", name.as_str().unwrap_or_default()))
+        })
     };
-    let optional_long = |method: &str| setting(method).ok().and_then(|value| value.long());
+    let optional_long = |name: &ZendStr| setting(name).ok().and_then(|value| value.long());
     let strategy = if strategy.as_bytes() == COUNT_STRATEGY {
-        Strategy::Count { failure_count_threshold: optional_long("failureCountThreshold") }
+        Strategy::Count { failure_count_threshold: optional_long(&names.failure_count_threshold) }
     } else {
         Strategy::Rate {
-            time_window: long("timeWindow")?,
-            failure_rate_threshold: optional_long("failureRateThreshold"),
-            minimum_requests: optional_long("minimumRequests"),
+            time_window: long(&names.time_window)?,
+            failure_rate_threshold: optional_long(&names.failure_rate_threshold),
+            minimum_requests: optional_long(&names.minimum_requests),
         }
     };
-    let interval_to_half_open = long("intervalToHalfOpen")?;
-    let keys = setting("storageKeys")?;
+    let interval_to_half_open = long(&names.interval_to_half_open)?;
+    let keys = setting(&names.storage_keys)?;
     let keys = keys.object().ok_or_else(|| not_a_context("storageKeys() did not return an object"))?;
     Ok(Read { strategy, interval_to_half_open, keys: storage_keys(keys)? })
 }
 
 /// The keys of a `StorageKeysInterface`: for Ganesha's own class, read once per process (its
 /// getters return its constants).
-fn storage_keys(keys: &ZendObject) -> PhpResult<Rc<StorageKeys>> {
-    thread_local! {
-        static GANESHA_KEYS: OnceCell<Rc<StorageKeys>> = const { OnceCell::new() };
-    }
+fn storage_keys(keys: &ZendObject) -> PhpResult<Arc<StorageKeys>> {
+    static GANESHA_KEYS: OnceCell<Arc<StorageKeys>> = OnceCell::new();
     if class_name(keys) != Some(STORAGE_KEYS) {
-        return keys_by_methods(keys).map(Rc::new);
+        return keys_by_methods(keys).map(Arc::new);
     }
-    if let Some(cached) = GANESHA_KEYS.with(|cached| cached.get().cloned()) {
-        return Ok(cached);
+    if let Some(keys) = GANESHA_KEYS.get() {
+        return Ok(Arc::clone(keys));
     }
-    let read = Rc::new(keys_by_methods(keys)?);
-    GANESHA_KEYS.with(|cached| cached.get_or_init(|| Rc::clone(&read)).clone());
-    Ok(read)
+    let read = Arc::new(keys_by_methods(keys)?);
+    Ok(Arc::clone(GANESHA_KEYS.get_or_init(|| read)))
 }
 
 fn keys_by_methods(keys: &ZendObject) -> PhpResult<StorageKeys> {
@@ -148,23 +208,23 @@ fn keys_by_methods(keys: &ZendObject) -> PhpResult<StorageKeys> {
     })
 }
 
-fn class_name(object: &ZendObject) -> Option<&str> {
-    // SAFETY: a live object's class entry outlives it.
-    unsafe { object.ce.as_ref() }?.name()
+/// The name of the object's class, as bytes.
+fn class_name(object: &ZendObject) -> Option<&[u8]> {
+    // SAFETY: a live object's class entry, and the class's name, outlive the object.
+    let name: &zend_string = unsafe { object.ce.as_ref()?.name.as_ref()? };
+    // SAFETY: a zend_string holds `len` bytes from `val`.
+    Some(unsafe { std::slice::from_raw_parts(name.val.as_ptr().cast::<u8>(), name.len) })
 }
 
 /// The property `name` of `object` as the object keeps it, when `object` is of exactly the class
 /// `class` and declares that property (not static): `None` otherwise, or when it is unset.
-fn own_property<'a>(object: &'a ZendObject, class: &str, name: &str) -> Option<&'a Zval> {
+fn own_property<'a>(object: &'a ZendObject, class: &[u8], name: &ZendStr) -> Option<&'a Zval> {
     if class_name(object) != Some(class) {
         return None;
     }
     // SAFETY: the class entry outlives the object (see `class_name`), and its table of property
     // declarations maps names to `zend_property_info` pointers that live as long as the class.
-    let info = unsafe {
-        let found = zend_hash_str_find(&(*object.ce).properties_info, name.as_ptr().cast(), name.len());
-        (found.as_ref()?.value.ptr as *const zend_property_info).as_ref()?
-    };
+    let info = unsafe { (find(&(*object.ce).properties_info, name)?.value.ptr as *const zend_property_info).as_ref()? };
     if info.flags & ZEND_ACC_STATIC != 0 {
         return None;
     }

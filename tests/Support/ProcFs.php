@@ -46,25 +46,47 @@ final class ProcFs
 
     /**
      * How many mappings of process $pid are a ganesha_shm segment: the anonymous one's memfd,
-     * or the file $path when one is given (also once deleted). The extension's shared object,
+     * or the file $path when one is given, also once deleted, and also under the temporary name
+     * the process that created the file mapped it by (`.name.pid.nanos.tmp` in the same
+     * directory, linked to $path and removed: `… (deleted)`). The extension's shared object,
      * whose lines hold "ganesha_shm" too (libganesha_shm.so), is not counted.
      */
     public static function segmentMappings(int $pid, ?string $path = null): int
     {
-        $names = ['/memfd:' . self::MEMFD_NAME, '/memfd:' . self::MEMFD_NAME . ' (deleted)'];
-        if ($path !== null) {
-            \array_push($names, $path, $path . ' (deleted)');
-        }
         $count = 0;
         foreach (self::mapLines($pid) as $line) {
             // address perms offset dev inode pathname; the pathname may hold spaces
             $fields = \preg_split('/\s+/', \trim($line), 6);
-            if (\in_array($fields[5] ?? '', $names, true)) {
+            if (self::isSegment($fields[5] ?? '', $path)) {
                 ++$count;
             }
         }
 
         return $count;
+    }
+
+    /**
+     * The memory the segments process $pid maps hold, in kB, or null when it cannot be read:
+     * the blocks allocated to each distinct file behind its segment mappings (a memfd's pages,
+     * whoever touched them; for a segment file, its blocks on its file system), read through
+     * /proc/<pid>/map_files, which only root may read. Unlike RssShmem, which counts the pages
+     * the process itself touched, this counts what a mapping keeps alive.
+     */
+    public static function segmentBlocksKb(int $pid, ?string $path = null): ?int
+    {
+        $files = [];
+        foreach (self::mapLines($pid) as $line) {
+            $fields = \preg_split('/\s+/', \trim($line), 6);
+            if (self::isSegment($fields[5] ?? '', $path)) {
+                $stat = @\stat("/proc/{$pid}/map_files/{$fields[0]}");
+                if (!\is_array($stat)) {
+                    return null;
+                }
+                $files[$stat['dev'] . ':' . $stat['ino']] = \intdiv($stat['blocks'] * 512, 1024);
+            }
+        }
+
+        return \array_sum($files);
     }
 
     /**
@@ -86,6 +108,23 @@ final class ProcFs
         }
 
         return (int) $m[1];
+    }
+
+    /** Whether $pathname, of a line of /proc/<pid>/maps, is a segment (segmentMappings()). */
+    private static function isSegment(string $pathname, ?string $path): bool
+    {
+        $pattern = '/^\/memfd:' . \preg_quote(self::MEMFD_NAME, '/') . '( \(deleted\))?$/';
+        if ($path !== null) {
+            $pattern = \sprintf(
+                '/^(\/memfd:%s|%s|%s\/\.%s\.\d+\.\d+\.tmp)( \(deleted\))?$/',
+                \preg_quote(self::MEMFD_NAME, '/'),
+                \preg_quote($path, '/'),
+                \preg_quote(\dirname($path), '/'),
+                \preg_quote(\basename($path), '/')
+            );
+        }
+
+        return \preg_match($pattern, $pathname) === 1;
     }
 
     /** @return list<string> */
