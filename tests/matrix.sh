@@ -5,7 +5,8 @@
 #
 #   bash tests/matrix.sh            lists the targets and whether their roots are cached
 #   bash tests/matrix.sh php8.4     every suite (cargo test and every PHPUnit suite, Ganesha from
-#                                   GANESHA_DIR) on Debian 13's PHP 8.4 and PHPUnit 11
+#                                   GANESHA_DIR) on Debian 13's PHP 8.4, PHPUnit 11, php-fpm and
+#                                   Apache with mod_php
 #   bash tests/matrix.sh zts        PHP 8.4 built with --enable-zts from Debian's php8.4 source
 #                                   package, then the native suite on its CLI
 #   bash tests/matrix.sh deb        the Debian package of Debian 13's PHP 8.4, built in the root by
@@ -29,8 +30,11 @@ cargo_home=${CARGO_HOME:-$HOME/.cargo}
 rustup_home=${RUSTUP_HOME:-$HOME/.rustup}
 # What the root holds beyond what .ci/install-deps installs in it (debootstrap's minbase has no
 # ps or kill for the fpm suite's clean-up, and apt-get source needs dpkg-dev and deb-src; the deb
-# target checks its package with lintian).
-root_packages=(procps dpkg-dev lintian)
+# target checks its package with lintian). apache2 and libapache2-mod-php8.4 (Debian 13's mod_php,
+# /usr/lib/apache2/modules/libphp8.4.so) are install-deps' too, named here so that a root cached
+# before the apache suite gets them: a changed list is installed into it. In the root no service
+# starts on install (no init, no runlevel: invoke-rc.d declines), so no apache2 is left running.
+root_packages=(procps dpkg-dev lintian apache2 libapache2-mod-php8.4)
 # A root is intact when this marker holds the packages it was made with: a changed list is
 # installed into the existing root, and a root without the marker is made again.
 marker=.ganesha-shm-root
