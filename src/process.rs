@@ -21,9 +21,21 @@ static PATH_REFUSAL: OnceCell<String> = OnceCell::new();
 
 /// Makes the segment (at MINIT): the file of `ganesha_shm.path` when one is set and can be
 /// used, else an anonymous one.
+///
+/// A SAPI may run MSHUTDOWN and MINIT again in one process (Apache's graceful restart does,
+/// unloading this library in between): the segment an earlier image left is then found again
+/// (the anonymous one, when its settings are the same, with its circuits) or unmapped, so
+/// that the process maps one segment however often it restarts. If this library was not
+/// unloaded, its statics, the segment included, are still set and kept.
 pub fn start(startup: &Startup) {
+    if SEGMENT.get().is_some() {
+        return;
+    }
     let segment = file_segment(startup).map_or_else(|| anonymous_segment(startup.settings), Ok);
-    // A second MINIT in one process (not done by PHP) would keep the first segment.
+    if let Ok(segment) = &segment {
+        // SAFETY: this image had no segment before this one, and MINIT runs alone.
+        unsafe { segment.unmap_leftovers() };
+    }
     let _ = SEGMENT.set(segment);
 }
 
@@ -42,6 +54,10 @@ fn file_segment(startup: &Startup) -> Option<Segment> {
 
 /// An anonymous segment, or why none could be created.
 fn anonymous_segment(settings: Settings) -> Result<Segment, String> {
+    // SAFETY: this image has no segment yet (see `start`) and MINIT runs alone.
+    if let Some(segment) = unsafe { Segment::adopt_anonymous(Layout::regions(settings), Layout::regions) } {
+        return Ok(segment);
+    }
     Segment::create_anonymous(Layout::regions(settings)).map_err(|e| {
         let reason =
             format!("cannot create a shared memory segment of {} bytes: {e}", Layout::new(settings).segment_bytes());

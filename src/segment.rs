@@ -235,9 +235,105 @@ pub fn parse_header(bytes: &[u8], layout_of: LayoutOf) -> Result<Regions, Header
     Ok(layout)
 }
 
+/// Where a segment is mapped: by this image of the extension, or by an earlier image of it in
+/// this same process, found again (see [`Segment::adopt_anonymous`]).
+enum Mapping {
+    Made(MmapRaw),
+    /// `len`: the segment's bytes; the mapping spans them rounded up to whole pages.
+    Adopted { leftover: Leftover, len: usize },
+}
+
+impl Mapping {
+    fn ptr(&self) -> *mut u8 {
+        match self {
+            Self::Made(map) => map.as_mut_ptr(),
+            Self::Adopted { leftover, .. } => leftover.start as *mut u8,
+        }
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            Self::Made(map) => map.len(),
+            Self::Adopted { len, .. } => *len,
+        }
+    }
+}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        if let Self::Adopted { leftover, .. } = self {
+            // SAFETY: the range is a whole mapping this segment owns (see `adopt_anonymous`),
+            // and nothing borrows its words any more: they are borrowed from the segment.
+            unsafe { leftover.unmap() };
+        }
+    }
+}
+
+/// A shared mapping of this process that an earlier image of this extension made and left:
+/// PHP runs MSHUTDOWN and MINIT again in one process when a SAPI restarts its modules (Apache's
+/// graceful restart), unloading this library in between, and nothing unmaps what a static held.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Leftover {
+    start: usize,
+    end: usize,
+    device: (u32, u32),
+    inode: u64,
+    /// As /proc/self/maps shows it (a removed file's path ends in " (deleted)").
+    path: String,
+}
+
+/// What /proc/self/maps calls the anonymous segment's memfd.
+const MEMFD_PATH: &str = "/memfd:ganesha_shm (deleted)";
+
+impl Leftover {
+    fn len(&self) -> usize {
+        self.end - self.start
+    }
+
+    /// The shared, writable mappings of this process from offset 0, as /proc/self/maps lists
+    /// them, that `is_ours` takes for a segment.
+    fn find(is_ours: impl Fn(&Leftover) -> bool) -> Vec<Leftover> {
+        let Ok(maps) = std::fs::read_to_string("/proc/self/maps") else {
+            return Vec::new();
+        };
+        maps.lines().filter_map(Self::parse).filter(|leftover| is_ours(leftover)).collect()
+    }
+
+    /// One line of /proc/self/maps: `start-end perms offset major:minor inode path`, for a
+    /// shared writable mapping from offset 0 with a path.
+    fn parse(line: &str) -> Option<Leftover> {
+        let mut fields = line.splitn(6, ' ');
+        let (range, perms, offset, device, inode) =
+            (fields.next()?, fields.next()?, fields.next()?, fields.next()?, fields.next()?);
+        let path = fields.next()?.trim_start();
+        if perms != "rw-s" || u64::from_str_radix(offset, 16).ok()? != 0 || path.is_empty() {
+            return None;
+        }
+        let (start, end) = range.split_once('-')?;
+        let (major, minor) = device.split_once(':')?;
+        Some(Leftover {
+            start: usize::from_str_radix(start, 16).ok()?,
+            end: usize::from_str_radix(end, 16).ok()?,
+            device: (u32::from_str_radix(major, 16).ok()?, u32::from_str_radix(minor, 16).ok()?),
+            inode: inode.parse().ok()?,
+            path: path.to_string(),
+        })
+    }
+
+    /// Unmaps it.
+    ///
+    /// # Safety
+    /// Nothing of this image of the extension may use the range: it is a mapping an earlier
+    /// image left (see the type's documentation), or one this image owns and no longer uses.
+    unsafe fn unmap(&self) {
+        // SAFETY: as the caller promises; munmap of a whole mapping touches nothing else.
+        unsafe { libc::munmap(self.start as *mut libc::c_void, self.len()) };
+    }
+}
+
 /// A mapped segment. Dropping it unmaps it.
 pub struct Segment {
-    map: MmapRaw,
+    map: Mapping,
     layout: Regions,
     backing: Backing,
     /// See [`Segment::checks_claimers`]; read once, when the segment is mapped.
@@ -252,7 +348,39 @@ impl Segment {
         // mapping, not even through /proc/PID/fd, so no access ever raises SIGBUS.
         let file = anonymous_file(layout.segment_bytes() as u64)?;
         let map = MmapRaw::map_raw(&file)?;
-        Ok(Self::new(map, layout, Backing::Anonymous, true))
+        Ok(Self::new(Mapping::Made(map), layout, Backing::Anonymous, true))
+    }
+
+    /// The anonymous segment an earlier image of this extension left in this process, when it
+    /// has the layout asked for: so that a SAPI that restarts its modules (Apache's graceful
+    /// restart) keeps its circuits, and maps one segment however often it restarts. Any other
+    /// one left (of other settings) is unmapped.
+    ///
+    /// # Safety
+    /// To be called only by an image of the extension that has no segment yet, at startup while
+    /// no other thread runs PHP: every mapping of a `ganesha_shm` memfd in the process is then
+    /// one that an earlier image made and that nothing uses any more. Such a memfd is sealed
+    /// against shrinking (see `anonymous_file`), so reading its header cannot fault.
+    pub unsafe fn adopt_anonymous(layout: Regions, layout_of: LayoutOf) -> Option<Self> {
+        let mut adopted = None;
+        for leftover in Leftover::find(|leftover| leftover.path == MEMFD_PATH) {
+            let fits = leftover.len() == layout.segment_bytes().next_multiple_of(page_size()) && {
+                // SAFETY: the mapping is at least HEADER_BYTES long (a segment's length), readable
+                // and sealed against shrinking; its words are read atomically, as everywhere.
+                let header = unsafe { std::slice::from_raw_parts(leftover.start as *const AtomicU64, header::WORDS) };
+                // Relaxed: written before the segment was shared, by the image that made it.
+                let bytes: Vec<u8> = header.iter().flat_map(|word| word.load(Ordering::Relaxed).to_ne_bytes()).collect();
+                parse_header(&bytes, layout_of).is_ok_and(|found| found == layout)
+            };
+            if fits && adopted.is_none() {
+                let len = layout.segment_bytes();
+                adopted = Some(Self::new(Mapping::Adopted { leftover, len }, layout, Backing::Anonymous, false));
+            } else {
+                // SAFETY: left by an earlier image, as the caller promises.
+                unsafe { leftover.unmap() };
+            }
+        }
+        adopted
     }
 
     /// Maps the segment file at `path`, creating it with permissions `mode` if it does not
@@ -297,7 +425,7 @@ impl Segment {
             // linked, every access to it is atomic (see `words`), and truncating it is what
             // `map_existing` discusses. (`MmapRaw` hands out only a raw pointer: mapping it is safe.)
             let map = MmapRaw::map_raw(&file)?;
-            let segment = Self::new(map, layout, Backing::File(path.to_path_buf()), true);
+            let segment = Self::new(Mapping::Made(map), layout, Backing::File(path.to_path_buf()), true);
             match std::fs::hard_link(&temporary, path) {
                 Ok(()) => Ok(Some(segment)),
                 Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(None),
@@ -344,11 +472,44 @@ impl Segment {
         if map.len() as u64 != expected {
             return Err(Refusal::Size { bytes: map.len() as u64, expected });
         }
-        Ok(Self::new(map, found, Backing::File(path.to_path_buf()), false))
+        Ok(Self::new(Mapping::Made(map), found, Backing::File(path.to_path_buf()), false))
+    }
+
+    /// Unmaps the segments an earlier image of this extension left in this process (see
+    /// [`Segment::adopt_anonymous`]), but this one: anonymous ones, every other mapping of this
+    /// segment's file, and those of files that were at its path and were replaced or removed.
+    /// (A file that was at another path, before the settings changed, is not recognised.)
+    ///
+    /// # Safety
+    /// As for `adopt_anonymous`: called by the image that just made or adopted this segment, at
+    /// startup.
+    pub unsafe fn unmap_leftovers(&self) {
+        let own = self.map.ptr() as usize;
+        let file = match &self.backing {
+            Backing::File(path) => std::fs::metadata(path).ok().map(|metadata| (path, metadata)),
+            Backing::Anonymous => None,
+        };
+        let of_the_file = |leftover: &Leftover| {
+            let Some((path, metadata)) = &file else {
+                return false;
+            };
+            let shown = path.to_string_lossy();
+            let name = path.file_name().map(|name| name.to_string_lossy().into_owned()).unwrap_or_default();
+            // A file this process created shows the temporary name it was written under.
+            let temporary = format!("{}/.{name}.", path.parent().map(|dir| dir.to_string_lossy()).unwrap_or_default());
+            (leftover.device, leftover.inode) == ((libc::major(metadata.dev()), libc::minor(metadata.dev())), metadata.ino())
+                || leftover.path == shown
+                || leftover.path == format!("{shown} (deleted)")
+                || leftover.path.starts_with(&temporary) && leftover.path.ends_with(".tmp (deleted)")
+        };
+        for leftover in Leftover::find(|leftover| leftover.start != own && (leftover.path == MEMFD_PATH || of_the_file(leftover))) {
+            // SAFETY: left by an earlier image, as the caller promises.
+            unsafe { leftover.unmap() };
+        }
     }
 
     /// A segment over `map`; `fresh`: a new, zero-filled mapping, whose header it writes.
-    fn new(map: MmapRaw, layout: Regions, backing: Backing, fresh: bool) -> Self {
+    fn new(map: Mapping, layout: Regions, backing: Backing, fresh: bool) -> Self {
         let mut segment = Self { map, layout, backing, checks_claimers: false };
         if fresh {
             segment.write_header();
@@ -362,14 +523,14 @@ impl Segment {
     /// Every word of the segment.
     fn words(&self) -> &[AtomicU64] {
         let words = self.map.len() / 8;
-        // SAFETY: the pointer comes from the raw mapping itself (`as_mut_ptr`: no shared `&[u8]`
-        // is ever made of it, through which writing would be undefined), is page-aligned, hence
+        // SAFETY: the pointer is the start of the mapping (a raw one, or one adopted whole: no
+        // shared `&[u8]` is ever made of it, through which writing would be undefined), page-aligned, hence
         // aligned for `AtomicU64`, and `words * 8` bytes are mapped; the mapping lives as long
         // as `self`, which the returned slice borrows. `AtomicU64` has the size and alignment of
         // `u64` and is written through a shared reference by design, and every access to the
         // segment, from this process or another one, is an atomic operation on one of these
         // words, so concurrent access is never a data race.
-        unsafe { std::slice::from_raw_parts(self.map.as_mut_ptr().cast::<AtomicU64>().cast_const(), words) }
+        unsafe { std::slice::from_raw_parts(self.map.ptr().cast::<AtomicU64>().cast_const(), words) }
     }
 
     fn header_word(&self, index: usize) -> &AtomicU64 {
@@ -501,6 +662,13 @@ fn allocate(file: &File, bytes: u64) -> io::Result<()> {
     Ok(())
 }
 
+/// The size of a page, which mappings span whole.
+fn page_size() -> usize {
+    // SAFETY: sysconf has no preconditions.
+    let size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    usize::try_from(size).unwrap_or(4096)
+}
+
 /// This process's process-id namespace, as the inode of `/proc/self/ns/pid`; 0 when unknown.
 fn pid_namespace() -> u64 {
     std::fs::metadata("/proc/self/ns/pid").map_or(0, |metadata| metadata.ino())
@@ -522,7 +690,7 @@ pub(crate) mod tests {
     }
 
     /// A layout of two regions for the segment's own tests, shaped like the store's.
-    fn regions(settings: Settings) -> Regions {
+    pub(crate) fn regions(settings: Settings) -> Regions {
         Regions {
             settings,
             ring_buckets: settings.max_buckets + 2,
@@ -877,5 +1045,86 @@ mod sealed {
         assert!(by_path.set_len(4096).is_err(), "shrinking is refused");
         assert!(by_path.set_len(16384).is_err(), "growing is refused");
         assert_eq!(file.metadata().unwrap().len(), 8192);
+    }
+}
+
+/// A SAPI that runs MSHUTDOWN and MINIT again in one process (Apache's graceful restart)
+/// unloads this library in between, so the statics holding the segment are gone without being
+/// dropped. Each scenario runs in a forked child, alone in its process as MINIT is: the
+/// scenario maps and forgets segments, and looks at every segment mapping of its process.
+#[cfg(all(test, target_os = "linux"))]
+mod restarts {
+    use super::tests::{regions, settings};
+    use super::*;
+
+    /// Mappings of the anonymous segment's memfd in this process.
+    fn memfd_mappings() -> usize {
+        Leftover::find(|leftover| leftover.path == MEMFD_PATH).len()
+    }
+
+    /// Runs `scenario` in a child process; the test fails if the child's scenario failed.
+    fn in_child(scenario: fn()) {
+        // SAFETY: the child runs `scenario` alone (the test harness's other threads are not in
+        // it) and ends with `_exit`, running none of the parent's exit handlers.
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0, "fork: {}", io::Error::last_os_error());
+        if pid == 0 {
+            let passed = std::panic::catch_unwind(scenario).is_ok();
+            // SAFETY: ends the child at once, as it must after fork.
+            unsafe { libc::_exit(if passed { 0 } else { 1 }) };
+        }
+        let mut status = 0;
+        // SAFETY: waits for the child just forked; `status` outlives the call.
+        assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+        assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, "the scenario failed in the child (status {status})");
+    }
+
+    /// An earlier image's anonymous segment of the same settings is adopted, with its words; one
+    /// of other settings is unmapped. However many restarts, one mapping.
+    #[test]
+    fn a_restart_adopts_the_anonymous_segment_left_by_the_earlier_image() {
+        in_child(|| {
+            let layout = regions(settings(4));
+            let first = Segment::create_anonymous(layout).unwrap();
+            first.region(0)[7].store(42, Ordering::SeqCst);
+            let seed = first.hash_seed();
+            std::mem::forget(first); // the image is unloaded with its statics
+            for _ in 0..5 {
+                // SAFETY: nothing in this process uses the forgotten segment any more.
+                let adopted = unsafe { Segment::adopt_anonymous(layout, regions) }.expect("the segment left is adopted");
+                assert_eq!(adopted.region(0)[7].load(Ordering::SeqCst), 42, "its words are kept");
+                assert_eq!(adopted.hash_seed(), seed);
+                // SAFETY: as above.
+                unsafe { adopted.unmap_leftovers() };
+                std::mem::forget(adopted);
+                assert_eq!(memfd_mappings(), 1);
+            }
+            // Other settings: the segment left is unmapped and none is adopted.
+            // SAFETY: as above.
+            assert!(unsafe { Segment::adopt_anonymous(regions(settings(8)), regions) }.is_none());
+            assert_eq!(memfd_mappings(), 0);
+        });
+    }
+
+    /// A file segment mapped again after a restart: the mapping the earlier image left is
+    /// unmapped, whether it was made under the file's path or under the temporary name it was
+    /// created with, and so is an anonymous one left.
+    #[test]
+    fn a_restart_unmaps_the_mappings_of_the_file_left_by_the_earlier_image() {
+        in_child(|| {
+            let dir = super::tests::TempDir::new();
+            let path = dir.file("circuits");
+            let layout = regions(settings(4));
+            let of_the_file = || Leftover::find(|leftover| leftover.path.contains("circuits")).len();
+            std::mem::forget(Segment::create_anonymous(layout).unwrap());
+            std::mem::forget(Segment::open_file(&path, layout, regions, 0o600).unwrap()); // created
+            std::mem::forget(Segment::open_file(&path, layout, regions, 0o600).unwrap()); // opened
+            assert_eq!(of_the_file(), 2);
+            let segment = Segment::open_file(&path, layout, regions, 0o600).unwrap();
+            // SAFETY: nothing in this process uses the forgotten segments any more.
+            unsafe { segment.unmap_leftovers() };
+            assert_eq!(of_the_file(), 1, "only the new mapping");
+            assert_eq!(memfd_mappings(), 0);
+        });
     }
 }

@@ -882,7 +882,8 @@ impl<'a> Table<'a> {
         // that finds the table at its capacity (and probes only the reach) sees this claim even
         // if we stop right after reserving (see `insert`). `record` raises it again after the
         // reservation, which is what keeps a sweep from lowering it under the claim (`shrink`).
-        if self.reach(home) <= distance {
+        // (A home's reach always covers the home itself: a key placed there needs nothing.)
+        if distance > 0 && self.reach(home) <= distance {
             self.raise_reach(home, distance);
         }
         // AcqRel: the claim is ordered after whatever the previous owner wrote, and before
