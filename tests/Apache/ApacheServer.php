@@ -19,18 +19,20 @@ use Zeusi\GaneshaShmAdapter\Tests\Support\TempDir;
  *
  * PHP starts in the Apache parent (mod_php's post_config hook), so the extension, loaded by the
  * server's own php.ini (`PHPIniDir`; PHP_INI_SCAN_DIR names an empty directory, so that nothing
- * of /etc/php/X.Y/apache2/conf.d is loaded, opcache included), creates its segment there, before the children are
- * forked: the same setup as a php-fpm master. On a graceful restart (SIGUSR1, what
- * `apachectl graceful` sends) the parent runs PHP's module shutdown and startup again in the
- * same process, unloading and loading the extension, while the old children finish the
+ * of /etc/php/X.Y/apache2/conf.d is loaded, opcache included), creates its segment there, before
+ * the children are forked: the same setup as a php-fpm master. On a graceful restart (SIGUSR1,
+ * what `apachectl graceful` sends) the parent runs PHP's module shutdown and startup again in
+ * the same process, unloading and loading the extension, while the old children finish the
  * requests they are serving.
  *
- * The parent runs in the foreground as a child of this process, so its pid is known without a
- * race; it also writes a pid file. Started as root, Apache runs its children as www-data (else
- * nobody): what they write (barriers) is in a directory of theirs. The server is stopped by
- * stop(): from the test's tearDown(), else from the destructor, else from a shutdown function,
- * so that no apache2 outlives the PHPUnit process that started it (short of a SIGKILL of that
- * process).
+ * The parent runs in the foreground (-DFOREGROUND; not -X, which serves from the parent alone)
+ * as a child of this process, so its pid is known without a race; it also writes a pid file.
+ * It runs in a session of its own (detached()), so that its SIGTERM to its process group on
+ * stopping reaches its children, not PHPUnit. Started as root, Apache runs its children as
+ * www-data (else nobody): what they write (barriers) is in a directory of theirs. The server is
+ * stopped by stop(): from the test's tearDown(), else from the destructor, else from a shutdown
+ * function; and the kernel sends the parent SIGTERM when this process ends otherwise (even by
+ * SIGKILL), so that no apache2 outlives the PHPUnit process that started it.
  */
 final class ApacheServer
 {
@@ -66,7 +68,7 @@ final class ApacheServer
     private static ?string $phpModule = null;
 
     /**
-     * @param array<string, scalar> $ini the settings of PHP in the server's php.ini
+     * @param array<string, scalar> $ini the settings of PHP in the server's php.ini (see changeIni())
      * @param array{name: string, uid: int, gid: int, group: string}|null $user whom the children run
      *     as, when the parent is started as root
      */
@@ -75,7 +77,7 @@ final class ApacheServer
         public readonly int $port,
         public readonly int $startServers,
         public readonly int $maxRequestWorkers,
-        public readonly array $ini,
+        public array $ini,
         private readonly ?array $user,
     ) {
         $this->owner = \getmypid();
@@ -237,6 +239,18 @@ final class ApacheServer
      *
      * @param array<string, scalar|list<string>> $query (http_build_query())
      */
+    /**
+     * Changes settings of the server's php.ini, read by PHP's next startup in the parent (the
+     * next graceful restart).
+     *
+     * @param array<string, scalar> $ini
+     */
+    public function changeIni(array $ini): void
+    {
+        $this->ini = $ini + $this->ini;
+        \file_put_contents($this->dir . '/php.ini', self::phpIni($this->ini));
+    }
+
     public function request(string $script, array $query = []): string
     {
         $answer = HttpClient::get($this->port, $script, $query);

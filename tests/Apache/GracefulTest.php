@@ -12,9 +12,12 @@ use Zeusi\GaneshaShmAdapter\Tests\Support\Unique;
  * Graceful restarts of Apache (SIGUSR1 to the parent, what `apachectl graceful` and
  * `systemctl reload apache2` send). The parent keeps its pid and its listening socket, tells
  * its children to finish the request they serve and exit, and runs PHP's module shutdown and
- * startup again in the same process, unloading and loading the extension: so the extension's
- * MSHUTDOWN and MINIT run again in one process, as often as the server is reloaded (daily, by
- * logrotate's postrotate, on many Debian servers). Then it forks a new generation of children.
+ * startup again in the same process (mod_php's cleanup of the configuration pool, then its
+ * post_config hook), unloading the extension's shared object and loading it again: so the
+ * extension's MSHUTDOWN and MINIT run again in one process, with its statics new, as often as
+ * the server is reloaded (daily, by logrotate's postrotate, on many Debian servers). Then it
+ * forks a new generation of children as the old ones exit; each child, old or new, also runs
+ * PHP's module shutdown when it exits normally (mod_php's cleanup of the child's pool).
  *
  * Under load, 20 gracefuls in a row fail no request, and leave the parent with as many
  * mappings of the segment, and as much shared memory, as it had after the first: a parent that
@@ -22,20 +25,14 @@ use Zeusi\GaneshaShmAdapter\Tests\Support\Unique;
  * mapping (and by the memory of its segment) every reload.
  *
  * And what a graceful does to the circuits: with ganesha_shm.path the new generation maps the
- * same file and finds them as they were; with an anonymous segment, what it finds is
- * ANONYMOUS_CIRCUITS_SURVIVE_A_GRACEFUL. Either way, an old child still serving a request
- * finishes it on the segment it was forked with.
+ * same file and finds them as they were; with an anonymous segment, the parent's new MINIT
+ * finds the segment its earlier image left in the process and adopts it, so the new generation
+ * finds them as they were too, unless the settings that shape the segment changed (then it
+ * gets a new, empty one, and the old one is unmapped). Either way, an old child still serving
+ * a request finishes it on the segment it was forked with.
  */
 final class GracefulTest extends ApacheTestCase
 {
-    /**
-     * Whether the circuits of an anonymous segment survive a graceful restart: false while the
-     * parent's MINIT gives every new generation of children a new, empty segment (as a php-fpm
-     * reload does, and the README's "Circuit state scope" says), true if the parent keeps its
-     * segment across MSHUTDOWN and MINIT. The one place to change when that changes.
-     */
-    public const ANONYMOUS_CIRCUITS_SURVIVE_A_GRACEFUL = false;
-
     private const GRACEFULS = 20;
 
     /** How much the parent's RssShmem may move between the first graceful and the last. */
@@ -57,9 +54,10 @@ final class GracefulTest extends ApacheTestCase
     /**
      * 3 load clients incrementing one key, one request after the other, during 20 gracefuls,
      * each waited for (the error log says the parent resumed normal operations, no child of the
-     * old generation is left, and a new child serves). The figures of the parent, its mappings
-     * of the segment and its RssShmem, after the first graceful and after the 20th, are printed
-     * whatever the outcome.
+     * old generation is left, and a new child serves). The figures of the parent (its mappings
+     * of the segment, its RssShmem, and the blocks its mapped segments hold: what stale mappings
+     * would keep alive, the children's pages included, which RssShmem does not count), at start,
+     * after the first graceful and after the 20th, are printed whatever the outcome.
      *
      * @dataProvider segments
      */
@@ -123,7 +121,7 @@ final class GracefulTest extends ApacheTestCase
             $first['mappings'],
             $last['mappings'],
             \sprintf(
-                'the parent\'s mappings of the %s: %d after the 1st graceful, %d after the %dth (%d at start): each graceful left one more',
+                'the parent\'s mappings of the %s: %d after the 1st graceful, %d after the %dth (%d at start): a graceful leaves as many as it found',
                 $segment,
                 $first['mappings'],
                 $last['mappings'],
@@ -138,7 +136,15 @@ final class GracefulTest extends ApacheTestCase
         $server = $this->startApache([], self::CHILDREN);
         self::assertSame('anonymous', $server->json(self::native(), ['op' => 'info'])['info']['segment']);
 
-        $this->circuitsAcrossAGraceful($server, self::ANONYMOUS_CIRCUITS_SURVIVE_A_GRACEFUL);
+        $this->circuitsAcrossAGraceful($server, true);
+    }
+
+    public function testAGracefulRestartWithOtherSettingsGivesANewAnonymousSegment(): void
+    {
+        $server = $this->startApache([], self::CHILDREN);
+        $server->changeIni(['ganesha_shm.max_services' => 64]);
+        $this->circuitsAcrossAGraceful($server, false);
+        self::assertSame(64, $server->json(self::native(), ['op' => 'info'])['info']['max_services'], 'the new settings hold');
     }
 
     public function testAGracefulRestartKeepsTheCircuitsOfASegmentFile(): void
@@ -215,7 +221,11 @@ final class GracefulTest extends ApacheTestCase
         ));
     }
 
-    /** Waits until a request reached the barrier; returns the pid of its child. */
+    /**
+     * Waits until a request reached the barrier; returns the pid of its child.
+     *
+     * @param array{barrier: string, parties: int} $barrier
+     */
     private function arrival(ApacheServer $server, array $barrier): int
     {
         $deadline = \microtime(true) + self::WAIT_S;

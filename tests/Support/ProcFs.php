@@ -89,16 +89,6 @@ final class ProcFs
         return \array_sum($files);
     }
 
-    /**
-     * The lines of /proc/$pid/maps whose pathname holds $needle.
-     *
-     * @return list<string>
-     */
-    public static function mapsWith(int $pid, string $needle): array
-    {
-        return \array_values(\array_filter(self::mapLines($pid), static fn (string $line): bool => \str_contains($line, $needle)));
-    }
-
     /** A figure of /proc/$pid/status given in kB (RssShmem, VmRSS, …). */
     public static function statusKb(int $pid, string $field): int
     {
