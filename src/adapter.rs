@@ -454,6 +454,7 @@ impl AbstractSlidingTimeWindowShm {
     /// The configuration `setContext()` gave, kept by this call even if PHP code run later in
     /// it sets another.
     fn configuration(&self) -> PhpResult<Arc<Configured>> {
+        process::report_segment_loss();
         self.configured.borrow().clone().ok_or_else(|| {
             exception(
                 "LogicException",
@@ -774,6 +775,10 @@ mod hot {
     fn call<R: Rest, T>(ex: &mut ExecuteData, retval: &mut Zval, method: Method<R, T>, set: impl Fn(&mut Zval, T)) {
         // A panic must not unwind out of an `extern "C"` function: it is thrown as
         // ext-php-rs's handlers throw one.
+        // The loss of the segment file is logged through PHP: guarded, outside `unguarded`.
+        if process::segment_loss_unreported() {
+            run_handler(process::report_segment_loss);
+        }
         match catch_unwind(AssertUnwindSafe(|| unguarded(ex, method))) {
             Ok(Some(Ok(value))) => set(retval, value),
             // The configuration's borrow ended with `unguarded`: the exception is built here,

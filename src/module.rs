@@ -17,6 +17,7 @@ use crate::settings;
 pub fn get_module(module: ModuleBuilder) -> ModuleBuilder {
     module
         .name("ganesha_shm")
+        .shutdown_function(shutdown)
         .class::<crate::adapter::AbstractSlidingTimeWindowShm>()
         .function(wrap_function!(ganesha_shm_info))
         .info_function(info)
@@ -25,6 +26,12 @@ pub fn get_module(module: ModuleBuilder) -> ModuleBuilder {
 /// MINIT: registers the settings and makes the segment.
 pub fn startup(_ty: i32, module_number: i32) -> i32 {
     process::start(&settings::register_and_read(module_number));
+    0
+}
+
+/// MSHUTDOWN (see `process::shutdown`).
+pub extern "C" fn shutdown(_ty: i32, _module_number: i32) -> i32 {
+    process::shutdown();
     0
 }
 
@@ -38,6 +45,10 @@ pub fn ganesha_shm_info() -> PhpResult<ZBox<ZendHashTable>> {
     info.insert("segment", process::backing_name(segment).as_str()).map_err(php_error)?;
     if let Some(reason) = process::path_refusal() {
         info.insert("path_refused", reason).map_err(php_error)?;
+    }
+    process::report_segment_loss();
+    if let Some(loss) = process::segment_loss() {
+        info.insert("segment_lost", loss).map_err(php_error)?;
     }
     for (name, value, _) in process::figures(segment) {
         info.insert(name, value.min(i64::MAX as u64) as i64).map_err(php_error)?;
@@ -60,6 +71,9 @@ pub extern "C" fn info(_module: *mut ModuleEntry) {
             }
             if let Some(reason) = process::path_refusal() {
                 info_table_row!("Path refused", reason);
+            }
+            if let Some(loss) = process::segment_loss() {
+                info_table_row!("Segment lost", loss);
             }
             for (name, value, _) in process::figures(segment) {
                 info_table_row!(name, value.to_string());

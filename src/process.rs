@@ -5,7 +5,7 @@
 use once_cell::sync::OnceCell;
 
 use crate::errors::{storage_exception, warn};
-use crate::segment::{Backing, Segment, Settings};
+use crate::segment::{guard, Backing, Segment, Settings};
 use crate::settings::{Startup, INI_PATH};
 use crate::store::{Layout, Store};
 use crate::table::Stats;
@@ -35,8 +35,39 @@ pub fn start(startup: &Startup) {
     if let Ok(segment) = &segment {
         // SAFETY: this image had no segment before this one, and MINIT runs alone.
         unsafe { segment.unmap_leftovers() };
+        guard::install(segment);
     }
     let _ = SEGMENT.set(segment);
+}
+
+/// At MSHUTDOWN: nothing of the segment is unmapped (the processes forked from this one use
+/// it, and a restart of the module in this process adopts it, see `start`), but the SIGBUS
+/// guard is taken down, since the SAPI may unload this library next.
+pub fn shutdown() {
+    guard::uninstall();
+}
+
+/// What happened to the segment file of this process, if it was lost (see `segment::guard`).
+pub fn segment_loss() -> Option<&'static str> {
+    guard::lost().then_some(
+        "the segment file was truncated under its mapping: this process goes on with an anonymous segment of its own, its circuits closed",
+    )
+}
+
+/// Logs the loss of the segment file once per process, the first time it is asked after it.
+/// Only where PHP code may run (it logs through PHP).
+pub fn report_segment_loss() {
+    if guard::take_loss() {
+        if let (Some(reason), Some(Ok(segment))) = (segment_loss(), segment_state()) {
+            warn(&format!("{}: {reason}", backing_name(segment)));
+        }
+    }
+}
+
+/// Whether the segment file was lost and that is not reported yet: one relaxed load.
+#[inline]
+pub fn segment_loss_unreported() -> bool {
+    guard::unreported()
 }
 
 /// The segment file of `ganesha_shm.path`, if one is set and passes the checks; a refused file

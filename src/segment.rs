@@ -587,6 +587,158 @@ impl Segment {
     }
 }
 
+/// The guard of a segment file against truncation.
+///
+/// A regular file cannot be sealed: whoever may write a segment file may also shrink it, and
+/// every process mapping it would then get SIGBUS at its next access past the new end, which
+/// kills it (and, in php-fpm, every worker forked from a master whose mapping is broken). So a
+/// process that maps a file installs a SIGBUS handler: a fault inside the segment maps
+/// zero-filled shared anonymous memory over the whole segment (`MAP_FIXED`: the same addresses,
+/// so everything that refers to the segment stays valid), writes the header back, notes the
+/// loss and returns, and the faulting access runs again on the new memory. The process goes on
+/// with a segment of its own, its circuits closed (they were lost with the file), and says so
+/// once (`take_loss`). A fault anywhere else goes to the handler installed before ours, or ends
+/// the process as it would have without ours.
+#[cfg(target_os = "linux")]
+pub mod guard {
+    use std::cell::UnsafeCell;
+    use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
+
+    use super::{header, page_size, Backing, Segment};
+
+    /// The guarded range: start and length, 0 when none is guarded.
+    static START: AtomicUsize = AtomicUsize::new(0);
+    static LENGTH: AtomicUsize = AtomicUsize::new(0);
+    /// The segment's header, to write into the memory mapped over the segment.
+    static HEADER: [AtomicU64; header::WORDS] = [const { AtomicU64::new(0) }; header::WORDS];
+    /// `INTACT`, `LOST` (not reported yet) or `REPORTED`.
+    static STATE: AtomicU32 = AtomicU32::new(INTACT);
+    const INTACT: u32 = 0;
+    const LOST: u32 = 1;
+    const REPORTED: u32 = 2;
+
+    /// The SIGBUS action in place before ours, restored by `uninstall`.
+    struct Previous(UnsafeCell<Option<libc::sigaction>>);
+    // SAFETY: written by `install` and `uninstall` only, at startup and shutdown while no other
+    // thread runs PHP, and before the handler that reads it is installed (or after it is gone).
+    unsafe impl Sync for Previous {}
+    static PREVIOUS: Previous = Previous(UnsafeCell::new(None));
+
+    /// Guards `segment` when it is a file; once per process image.
+    pub fn install(segment: &Segment) {
+        if !matches!(segment.backing, Backing::File(_)) || LENGTH.load(Ordering::Relaxed) != 0 {
+            return;
+        }
+        for (word, value) in HEADER.iter().zip(&segment.words()[..header::WORDS]) {
+            // Relaxed: read and written before the handler is installed.
+            word.store(value.load(Ordering::Relaxed), Ordering::Relaxed);
+        }
+        START.store(segment.map.ptr() as usize, Ordering::Relaxed);
+        LENGTH.store(segment.map.len().next_multiple_of(page_size()), Ordering::Relaxed);
+        // SAFETY: a zeroed sigaction is a valid one to fill; `on_sigbus` has the signature
+        // SA_SIGINFO asks for; sigaction writes the action it replaces into `previous`, which
+        // lives in a static that nothing else writes now (see `Previous`).
+        unsafe {
+            let mut action: libc::sigaction = std::mem::zeroed();
+            action.sa_sigaction = on_sigbus as *const () as usize;
+            action.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK;
+            libc::sigemptyset(&mut action.sa_mask);
+            let mut previous: libc::sigaction = std::mem::zeroed();
+            if libc::sigaction(libc::SIGBUS, &action, &mut previous) == 0 {
+                *PREVIOUS.0.get() = Some(previous);
+            } else {
+                LENGTH.store(0, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Puts the action in place before ours back (at MSHUTDOWN: the SAPI may unload this
+    /// library next, and a handler must not be left pointing into it).
+    pub fn uninstall() {
+        // SAFETY: as in `install`; the previous action is put back as it was.
+        unsafe {
+            if let Some(previous) = (*PREVIOUS.0.get()).take() {
+                libc::sigaction(libc::SIGBUS, &previous, std::ptr::null_mut());
+            }
+        }
+        LENGTH.store(0, Ordering::Relaxed);
+    }
+
+    /// Whether the segment file was lost (truncated under the mapping) in this process.
+    pub fn lost() -> bool {
+        STATE.load(Ordering::Relaxed) != INTACT
+    }
+
+    /// Whether the segment file was lost and `take_loss` has not said so yet: one relaxed load.
+    #[inline]
+    pub fn unreported() -> bool {
+        STATE.load(Ordering::Relaxed) == LOST
+    }
+
+    /// True once, the first time it is asked after the segment file was lost: for the one
+    /// warning line.
+    pub fn take_loss() -> bool {
+        STATE.compare_exchange(LOST, REPORTED, Ordering::Relaxed, Ordering::Relaxed).is_ok()
+    }
+
+    extern "C" fn on_sigbus(signal: libc::c_int, info: *mut libc::siginfo_t, context: *mut libc::c_void) {
+        // Only async-signal-safe steps: atomics, mmap, sigaction.
+        let (start, length) = (START.load(Ordering::Relaxed), LENGTH.load(Ordering::Relaxed));
+        // SAFETY: the kernel passes a valid siginfo to an SA_SIGINFO handler.
+        let address = unsafe { (*info).si_addr() } as usize;
+        if length != 0 && (start..start + length).contains(&address) {
+            // SAFETY: the range is the whole segment mapping, which this process made and owns;
+            // mapping anonymous memory over it in one call replaces it for every thread at once,
+            // at the same addresses, so every reference to the segment stays valid (its words are
+            // only ever accessed atomically, and zero is a value they may hold).
+            let mapped = unsafe {
+                libc::mmap(
+                    start as *mut libc::c_void,
+                    length,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    libc::MAP_SHARED | libc::MAP_ANONYMOUS | libc::MAP_FIXED,
+                    -1,
+                    0,
+                )
+            };
+            if mapped as usize == start {
+                // SAFETY: the new memory holds the header's words, aligned and mapped.
+                let words = unsafe { std::slice::from_raw_parts(start as *const AtomicU64, header::WORDS) };
+                for (word, value) in words.iter().zip(&HEADER) {
+                    // Relaxed: this process's own memory now; the layers above read it atomically.
+                    word.store(value.load(Ordering::Relaxed), Ordering::Relaxed);
+                }
+                let _ = STATE.compare_exchange(INTACT, LOST, Ordering::Relaxed, Ordering::Relaxed);
+                return;
+            }
+        }
+        // Not ours: the action before ours, or the default one (the fault repeats on return).
+        // SAFETY: `PREVIOUS` is not written while the handler is installed (see `Previous`).
+        let Some(previous) = (unsafe { *PREVIOUS.0.get() }) else {
+            // SAFETY: restoring the default action of SIGBUS, async-signal-safe.
+            unsafe { libc::signal(libc::SIGBUS, libc::SIG_DFL) };
+            return;
+        };
+        match previous.sa_sigaction {
+            libc::SIG_DFL | libc::SIG_IGN => {
+                // SAFETY: as above, the previous action, then the fault repeats under it.
+                unsafe { libc::sigaction(libc::SIGBUS, &previous, std::ptr::null_mut()) };
+            }
+            handler if previous.sa_flags & libc::SA_SIGINFO != 0 => {
+                // SAFETY: an SA_SIGINFO handler someone installed, called as the kernel would.
+                let handler: extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut libc::c_void) =
+                    unsafe { std::mem::transmute(handler) };
+                handler(signal, info, context);
+            }
+            handler => {
+                // SAFETY: a plain handler someone installed, called as the kernel would.
+                let handler: extern "C" fn(libc::c_int) = unsafe { std::mem::transmute(handler) };
+                handler(signal);
+            }
+        }
+    }
+}
+
 /// A new memfd of `bytes` bytes, sealed so that nobody can shrink or grow it (or change its
 /// seals) from now on.
 #[cfg(target_os = "linux")]
