@@ -18,6 +18,7 @@ pub fn get_module(module: ModuleBuilder) -> ModuleBuilder {
     module
         .name("ganesha_shm")
         .shutdown_function(shutdown)
+        .request_startup_function(request_startup)
         .class::<crate::adapter::AbstractSlidingTimeWindowShm>()
         .function(wrap_function!(ganesha_shm_info))
         .info_function(info)
@@ -32,6 +33,12 @@ pub fn startup(_ty: i32, module_number: i32) -> i32 {
 /// MSHUTDOWN (see `process::shutdown`).
 pub extern "C" fn shutdown(_ty: i32, _module_number: i32) -> i32 {
     process::shutdown();
+    0
+}
+
+/// RINIT (see `process::on_request`).
+pub extern "C" fn request_startup(_ty: i32, _module_number: i32) -> i32 {
+    process::on_request();
     0
 }
 

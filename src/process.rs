@@ -47,6 +47,12 @@ pub fn shutdown() {
     guard::uninstall();
 }
 
+/// At RINIT (see `segment::guard::on_request`).
+#[inline]
+pub fn on_request() {
+    guard::on_request();
+}
+
 /// What happened to the segment file of this process, if it was lost (see `segment::guard`).
 pub fn segment_loss() -> Option<&'static str> {
     guard::lost().then_some(

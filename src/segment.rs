@@ -599,10 +599,16 @@ impl Segment {
 /// with a segment of its own, its circuits closed (they were lost with the file), and says so
 /// once (`take_loss`). A fault anywhere else goes to the handler installed before ours, or ends
 /// the process as it would have without ours.
+///
+/// A server may install a SIGBUS handler of its own after PHP started: Apache's prefork parent
+/// does, for its core dumps, and its children inherit it. So the guard is checked again at the
+/// start of the first request of every process (`on_request`, after a fork: one relaxed load
+/// otherwise), and put back in front of whatever handler is there, which it then calls for the
+/// faults that are not in the segment.
 #[cfg(target_os = "linux")]
 pub mod guard {
     use std::cell::UnsafeCell;
-    use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
+    use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
     use super::{header, page_size, Backing, Segment};
 
@@ -619,12 +625,16 @@ pub mod guard {
 
     /// The SIGBUS action in place before ours, restored by `uninstall`.
     struct Previous(UnsafeCell<Option<libc::sigaction>>);
-    // SAFETY: written by `install` and `uninstall` only, at startup and shutdown while no other
-    // thread runs PHP, and before the handler that reads it is installed (or after it is gone).
+    // SAFETY: written only while ours is not the SIGBUS action (before it is put in front, or
+    // as it is taken down), at startup, at the start of a process's first request or at
+    // shutdown, by the one thread doing so; the handler reads it only while it is installed.
     unsafe impl Sync for Previous {}
     static PREVIOUS: Previous = Previous(UnsafeCell::new(None));
 
-    /// Guards `segment` when it is a file; once per process image.
+    /// Whether this process's SIGBUS action was checked to be ours since it was forked.
+    static CHECKED: AtomicBool = AtomicBool::new(false);
+
+    /// Guards `segment` when it is a file; once per process image, at startup.
     pub fn install(segment: &Segment) {
         if !matches!(segment.backing, Backing::File(_)) || LENGTH.load(Ordering::Relaxed) != 0 {
             return;
@@ -635,19 +645,47 @@ pub mod guard {
         }
         START.store(segment.map.ptr() as usize, Ordering::Relaxed);
         LENGTH.store(segment.map.len().next_multiple_of(page_size()), Ordering::Relaxed);
+        // SAFETY: `forked` only stores to an atomic, which is async-signal-safe as a fork child
+        // handler must be; glibc drops the registration when this library is unloaded.
+        unsafe { libc::pthread_atfork(None, None, Some(forked)) };
+        put_in_front();
+    }
+
+    /// At the start of a request: the guard is put back in front of a SIGBUS handler
+    /// installed since, once per process (see the module documentation).
+    #[inline]
+    pub fn on_request() {
+        // Relaxed: the flag is this process's own, set and cleared by its own thread of startup.
+        if !CHECKED.load(Ordering::Relaxed) && LENGTH.load(Ordering::Relaxed) != 0 {
+            put_in_front();
+        }
+    }
+
+    extern "C" fn forked() {
+        CHECKED.store(false, Ordering::Relaxed);
+    }
+
+    /// Makes `on_sigbus` the SIGBUS action, keeping the one it replaces to call for the other
+    /// faults; nothing if it already is.
+    fn put_in_front() {
+        CHECKED.store(true, Ordering::Relaxed);
         // SAFETY: a zeroed sigaction is a valid one to fill; `on_sigbus` has the signature
-        // SA_SIGINFO asks for; sigaction writes the action it replaces into `previous`, which
-        // lives in a static that nothing else writes now (see `Previous`).
+        // SA_SIGINFO asks for; the action replaced is written into `PREVIOUS`, which nothing else
+        // writes now and the handler reads only once it is installed (see `Previous`).
         unsafe {
+            let mut current: libc::sigaction = std::mem::zeroed();
+            if libc::sigaction(libc::SIGBUS, std::ptr::null(), &mut current) != 0
+                || current.sa_sigaction == on_sigbus as *const () as usize
+            {
+                return;
+            }
             let mut action: libc::sigaction = std::mem::zeroed();
             action.sa_sigaction = on_sigbus as *const () as usize;
             action.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK;
             libc::sigemptyset(&mut action.sa_mask);
-            let mut previous: libc::sigaction = std::mem::zeroed();
-            if libc::sigaction(libc::SIGBUS, &action, &mut previous) == 0 {
-                *PREVIOUS.0.get() = Some(previous);
-            } else {
-                LENGTH.store(0, Ordering::Relaxed);
+            *PREVIOUS.0.get() = Some(current);
+            if libc::sigaction(libc::SIGBUS, &action, std::ptr::null_mut()) != 0 {
+                *PREVIOUS.0.get() = None;
             }
         }
     }
