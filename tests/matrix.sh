@@ -11,8 +11,9 @@
 #                                   package, then the native suite on its CLI
 #   bash tests/matrix.sh deb        the Debian package of Debian 13's PHP 8.4, built in the root by
 #                                   packaging/deb.sh (lintian: no error), installed with dpkg -i
-#                                   and served by Debian's php-fpm from its own configuration,
-#                                   then removed and purged (tests/deb.sh)
+#                                   and served by Debian's php-fpm and by Debian's Apache with
+#                                   mod_php, each from its own configuration, then removed and
+#                                   purged, and installed before mod_php (tests/deb.sh)
 #
 # Needs root (debootstrap, chroot, mount). The extension is built inside the root, against that
 # PHP's php-config, with the host's Rust toolchain (CARGO_HOME and RUSTUP_HOME are bound into it).
@@ -47,7 +48,7 @@ targets:
   php8.4   every suite on Debian 13's PHP 8.4 (PHPUnit 11), Ganesha from GANESHA_DIR
   zts      the native suite on PHP 8.4 built with --enable-zts from Debian's php8.4 source
   deb      the Debian package for PHP 8.4: built, checked by lintian, installed, served by
-           Debian's php-fpm, purged
+           Debian's php-fpm and Apache with mod_php, purged
 
 cache: $cache
 EOF
