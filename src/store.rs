@@ -962,6 +962,48 @@ mod tests {
         }
     }
 
+    /// Finding 3 of issue 21: garbage written into the counter table (its count of slots in
+    /// use, its sweep cursor, its occupancy marks and every slot word) by whoever may write the
+    /// segment file. The store then takes new keys until as many slots as its capacity hold
+    /// unexpired data, and the refusals before it does are bounded: the count is repaired from
+    /// the marks at the first refusal, and the sweep clears the marks of free slots within two
+    /// laps of the table.
+    #[test]
+    fn garbage_in_the_table_does_not_leave_the_store_part_full() {
+        let segment = segment(64);
+        let store = Store::new(&segment);
+        let w = window(60, None);
+        let mut state = 0x9e37_79b9_7f4a_7c15_u64;
+        for word in segment.region(0) {
+            // xorshift64: the same garbage on every run
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            word.store(state, Ordering::Relaxed);
+        }
+        let layout = Layout::new(segment.layout().settings);
+        let (capacity, slots) = (layout.counters.capacity, layout.counters.slots);
+        // The count of slots in use (the table's first word) wedged above the capacity: what
+        // a garbage count below zero would not do (the table would fill its headroom instead).
+        segment.region(0)[0].store((capacity + slots) as u64, Ordering::Relaxed);
+        let (mut accepted, mut refused_before_last) = (0, 0);
+        let mut refused = 0;
+        for i in 0..2 * slots {
+            match store.increment(format!("new{i}").as_bytes(), &w, T0) {
+                Ok(_) => {
+                    accepted += 1;
+                    refused_before_last = refused;
+                }
+                Err(StoreError { error: TableError::Full { .. }, .. }) => refused += 1,
+                Err(error) => panic!("{error:?}"),
+            }
+        }
+        let [counters, _] = store.usage(T0);
+        assert!(counters.live >= capacity, "{} slots of {capacity} hold unexpired data after {accepted} new keys", counters.live);
+        assert!(accepted > 0);
+        assert!(refused_before_last <= 2 * slots.div_ceil(16) + 2, "{refused_before_last} refusals before the last new key");
+    }
+
     /// Defect 3 of issue 19: a write renews its slot once per 1/16 of its lifetime, and says
     /// so; `keep` then keeps the other keys' slots, totals and all, without creating any or
     /// reviving their expired data.

@@ -538,19 +538,59 @@ impl<'a> Table<'a> {
                     if tag.state() != State::Free {
                         return Some((index, slot, tag));
                     }
-                    // AcqRel: see above.
-                    word.fetch_and(!(1 << bit), Ordering::AcqRel);
-                    // Acquire: pairs with the claim's AcqRel compare-and-swap of the tag.
-                    let tag = Tag(slot.tag().load(Ordering::Acquire));
-                    if tag.state() != State::Free {
-                        // Release: as a claimer's own setting.
-                        word.fetch_or(1 << bit, Ordering::Release);
+                    if let Some(tag) = self.clear_bit(index, slot) {
                         return Some((index, slot, tag));
                     }
                 }
                 None
             })
         })
+    }
+
+    /// Clears the bit of slot `index`, seen FREE, then reads its tag again: `Some` of it, with
+    /// the bit set again, if the slot was claimed meanwhile (see `occupied`).
+    fn clear_bit(&self, index: usize, slot: Slot<'a>) -> Option<Tag> {
+        let (word, bit) = (&self.bitmap[index / 64], index % 64);
+        // AcqRel: see `occupied`.
+        word.fetch_and(!(1 << bit), Ordering::AcqRel);
+        // Acquire: pairs with the claim's AcqRel compare-and-swap of the tag.
+        let tag = Tag(slot.tag().load(Ordering::Acquire));
+        if tag.state() == State::Free {
+            return None;
+        }
+        // Release: as a claimer's own setting.
+        word.fetch_or(1 << bit, Ordering::Release);
+        Some(tag)
+    }
+
+    /// Repairs the count of slots in use from the occupancy bitmap, when a key is about to be
+    /// refused: a count above the slots marked in use (or below zero) can only come from
+    /// garbage written into the table by whoever may write the segment file, and would refuse
+    /// every new key for ever. The count is lowered (or raised from below zero) to the marks:
+    /// at most the slots in use, and low only by claims in flight, whose marks are set before
+    /// their count is raised, which is the safe way (see the module documentation). Marks left
+    /// on free slots are cleared by the sweep, so the marks converge on the slots in use.
+    fn repair_count(&self) {
+        let last_bits = self.slots % 64;
+        let marked: u64 = self
+            .bitmap
+            .iter()
+            .enumerate()
+            .map(|(at, word)| {
+                // Relaxed: a count, low-biased as explained above whatever it reads.
+                let bits = word.load(Ordering::Relaxed);
+                let bits = if at + 1 == self.bitmap.len() && last_bits != 0 { bits & ((1 << last_bits) - 1) } else { bits };
+                u64::from(bits.count_ones())
+            })
+            .sum();
+        // Relaxed: the count only decides fullness, and a low count is always safe.
+        let mut current = self.in_use.load(Ordering::Relaxed);
+        while (current as i64) < 0 || current > marked {
+            match self.in_use.compare_exchange(current, marked, Ordering::Relaxed, Ordering::Relaxed) {
+                Ok(_) => return,
+                Err(changed) => current = changed,
+            }
+        }
     }
 
     fn slot(&self, index: usize) -> Slot<'a> {
@@ -636,6 +676,13 @@ impl<'a> Table<'a> {
                 if freed && tag.state() == State::Live {
                     // Relaxed: statistics only. The slot is reclaimed for the next new key.
                     self.stats.reclaims.fetch_add(1, Ordering::Relaxed);
+                }
+                // A free slot's mark goes (see `repair_count`); the mark is read first (Relaxed:
+                // `clear_bit` decides), so that a sweep over marked-free slots only is what costs.
+                if (freed || tag.state() == State::Free)
+                    && self.bitmap[index / 64].load(Ordering::Relaxed) & 1 << (index % 64) != 0
+                {
+                    self.clear_bit(index, slot);
                 }
                 self.shrink(index);
                 freed
@@ -863,6 +910,7 @@ impl<'a> Table<'a> {
             let claim = self.reserve(slot, index, home, distance, seen, now);
             return Ok(claim.and_then(|claim| self.complete(&claim, key, now, keep_until)));
         }
+        self.repair_count();
         Err(TableError::Full { slots: self.capacity })
     }
 
