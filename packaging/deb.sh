@@ -10,6 +10,7 @@
 #   <php-config --extension-dir>/ganesha_shm.so            the extension, stripped
 #   /etc/php/<ver>/mods-available/ganesha_shm.ini          extension= and every setting (a conffile)
 #   /usr/share/doc/php<ver>-ganesha-shm/                   copyright, changelog.gz, README.md.gz
+#   /usr/lib/tmpfiles.d/php<ver>-ganesha-shm.conf          /run/ganesha-shm, root's, made at boot
 # and maintainer scripts that enable it for every SAPI with phpenmod on install, disable it with
 # phpdismod on removal and remove the conf file on purge, as Debian's own PHP extension packages
 # do. It depends on the PHP API it was built for (phpapi-<api>) and php<ver>-common.
@@ -71,12 +72,14 @@ stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 tree=$stage/tree
 umask 022
-install -d "$tree/DEBIAN" "$tree$extdir" "$tree/etc/php/$ver/mods-available" "$tree/usr/share/doc/$package"
+install -d "$tree/DEBIAN" "$tree$extdir" "$tree/etc/php/$ver/mods-available" "$tree/usr/share/doc/$package" \
+    "$tree/usr/lib/tmpfiles.d"
 install -m 0644 "$so" "$tree$extdir/ganesha_shm.so"
 strip --strip-unneeded --remove-section=.comment --remove-section=.note "$tree$extdir/ganesha_shm.so"
 
 subst() { sed -e "s/@PHP_VERSION@/$ver/g" -e "s/@PACKAGE@/$package/g" "$1"; }
 subst packaging/debian/ganesha_shm.ini >"$tree/etc/php/$ver/mods-available/ganesha_shm.ini"
+subst packaging/debian/tmpfiles.conf >"$tree/usr/lib/tmpfiles.d/$package.conf"
 doc=$tree/usr/share/doc/$package
 install -m 0644 packaging/debian/copyright "$doc/copyright"
 gzip -9n <README.md >"$doc/README.md.gz"

@@ -20,9 +20,9 @@
 //! only place that turns the mapping into Rust references.
 
 use std::fmt;
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io;
-use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{FileExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -133,8 +133,28 @@ pub enum Refusal {
     NotRegularFile,
     Owner { uid: u32, euid: u32 },
     Mode { mode: u32, allowed: u32 },
+    /// The file grants its group access, and its group is neither this process's nor its
+    /// setgid directory's.
+    Group { gid: u32, allowed: Vec<u32> },
+    /// A directory on the path cannot be trusted to hold the file: `path` is that directory.
+    Directory { path: PathBuf, why: DirectoryFault },
     Header(HeaderError),
     Size { bytes: u64, expected: u64 },
+}
+
+/// Why a directory on the path of the segment file is refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DirectoryFault {
+    /// It cannot be opened as a directory without following a symbolic link (ELOOP, ENOTDIR),
+    /// or at all.
+    Open(String),
+    /// A `.` or `..` component: the path must name each directory it goes through.
+    NotCanonical,
+    /// It belongs to a user other than root and this process's.
+    Owner { uid: u32, euid: u32 },
+    /// Others than its owner may write it (`mode`), and it has no sticky bit: they could
+    /// replace or remove the file.
+    Writable { mode: u32 },
 }
 
 impl fmt::Display for Refusal {
@@ -148,6 +168,27 @@ impl fmt::Display for Refusal {
             }
             Self::Mode { mode, allowed } => {
                 write!(f, "its mode {mode:04o} grants more than ganesha_shm.mode allows ({allowed:04o})")
+            }
+            Self::Group { gid, allowed } => write!(
+                f,
+                "its mode grants its group, gid {gid}, which is neither this process's nor its setgid directory's ({allowed:?})"
+            ),
+            Self::Directory { path, why } => {
+                let path = path.display();
+                match why {
+                    DirectoryFault::Open(error) => {
+                        write!(f, "the directory {path} cannot be opened as a directory, symbolic links not followed: {error}")
+                    }
+                    DirectoryFault::NotCanonical => write!(f, "the path goes through {path}, a . or .. component"),
+                    DirectoryFault::Owner { uid, euid } => write!(
+                        f,
+                        "the directory {path} belongs to uid {uid}, not to root nor to this process's uid {euid}"
+                    ),
+                    DirectoryFault::Writable { mode } => write!(
+                        f,
+                        "the directory {path} (mode {mode:04o}) may be written by others than its owner and has no sticky bit"
+                    ),
+                }
             }
             Self::Header(error) => write!(f, "{error}"),
             Self::Size { bytes, expected } => write!(f, "it is {bytes} bytes long; its header needs {expected}"),
@@ -384,60 +425,75 @@ impl Segment {
     }
 
     /// Maps the segment file at `path`, creating it with permissions `mode` if it does not
-    /// exist. An existing file is refused unless it is a regular file of this user (or root),
-    /// grants nothing beyond `mode`, and holds a segment of this layout for `settings`.
+    /// exist. Every directory from the root down is opened without following a symbolic link and
+    /// checked (see [`TrustedDirectory`]), and the file is opened and created relative to the
+    /// last one, so that nobody can redirect it while it is checked. An existing file is refused
+    /// unless it is a regular file of this user (or root), grants nothing beyond `mode`, gives
+    /// its group access only for this process's group or its setgid directory's, and holds a
+    /// segment of this layout for `settings`.
     pub fn open_file(path: &Path, layout: Regions, layout_of: LayoutOf, mode: u32) -> Result<Self, Refusal> {
         if !path.is_absolute() {
             return Err(Refusal::NotAbsolute);
         }
+        let name = path.file_name().ok_or(Refusal::Directory { path: path.to_path_buf(), why: DirectoryFault::NotCanonical })?;
+        let name = std::ffi::CString::new(name.as_encoded_bytes())
+            .map_err(|_| Refusal::Io { doing: "open it", error: "the path holds a NUL byte".into() })?;
+        let directory = TrustedDirectory::open(path.parent().unwrap_or(Path::new("/")))?;
         let io = |doing| move |error: io::Error| Refusal::Io { doing, error: error.to_string() };
         // Two rounds at most: the file is missing, and another process links its own first.
         for _ in 0..2 {
-            match open_existing(path) {
-                Ok(file) => return Self::map_existing(file, path, layout, layout_of, mode),
+            match directory.open_file(&name) {
+                Ok(file) => return Self::map_existing(file, path, layout, layout_of, mode, &directory),
                 Err(e) if e.kind() == io::ErrorKind::NotFound => {}
                 Err(e) => return Err(io("open it")(e)),
             }
-            if let Some(segment) = Self::create_file(path, layout, mode).map_err(io("create it"))? {
+            if let Some(segment) = Self::create_file(&directory, &name, path, layout, mode).map_err(io("create it"))? {
                 return Ok(segment);
             }
         }
         Err(Refusal::Io { doing: "open it", error: "it keeps being removed and created again".into() })
     }
 
-    /// Writes a new segment under a temporary name beside `path`, then links it to `path`.
-    /// `None`: another process linked its own first.
-    fn create_file(path: &Path, layout: Regions, mode: u32) -> io::Result<Option<Self>> {
-        let temporary = temporary_path(path);
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .mode(mode)
-            .custom_flags(libc::O_CLOEXEC | libc::O_NOFOLLOW)
-            .open(&temporary)?;
+    /// Writes a new segment under a temporary name in `directory`, then links it to `name`
+    /// there. `None`: another process linked its own first.
+    fn create_file(
+        directory: &TrustedDirectory,
+        name: &std::ffi::CStr,
+        path: &Path,
+        layout: Regions,
+        mode: u32,
+    ) -> io::Result<Option<Self>> {
+        let temporary = temporary_name(name);
+        let file = directory.create_file(&temporary, mode)?;
         let created = (|| {
             // The umask may have taken bits off `mode`; the file gets exactly `mode`.
             file.set_permissions(std::fs::Permissions::from_mode(mode))?;
             allocate(&file, layout.segment_bytes() as u64)?;
             // Until it is linked below, the file's only name is a temporary one that this process
-            // just created (create_new) and that no other process has a reason to open; once
-            // linked, every access to it is atomic (see `words`), and truncating it is what
-            // `map_existing` discusses. (`MmapRaw` hands out only a raw pointer: mapping it is safe.)
+            // just created (O_EXCL) and that no other process has a reason to open; once
+            // linked, every access to it is atomic (see `words`), and a truncation of it is what
+            // `guard` handles. (`MmapRaw` hands out only a raw pointer: mapping it is safe.)
             let map = MmapRaw::map_raw(&file)?;
             let segment = Self::new(Mapping::Made(map), layout, Backing::File(path.to_path_buf()), true);
-            match std::fs::hard_link(&temporary, path) {
+            match directory.link(&temporary, name) {
                 Ok(()) => Ok(Some(segment)),
                 Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(None),
                 Err(e) => Err(e),
             }
         })();
-        let _ = std::fs::remove_file(&temporary);
+        directory.remove(&temporary);
         created
     }
 
     /// Maps an existing segment file after checking it.
-    fn map_existing(file: File, path: &Path, layout: Regions, layout_of: LayoutOf, mode: u32) -> Result<Self, Refusal> {
+    fn map_existing(
+        file: File,
+        path: &Path,
+        layout: Regions,
+        layout_of: LayoutOf,
+        mode: u32,
+        directory: &TrustedDirectory,
+    ) -> Result<Self, Refusal> {
         let settings = layout.settings;
         let metadata = file.metadata().map_err(|e| Refusal::Io { doing: "stat it", error: e.to_string() })?;
         if !metadata.file_type().is_file() {
@@ -449,6 +505,14 @@ impl Segment {
         let file_mode = metadata.mode() & 0o7777;
         if file_mode & !mode != 0 {
             return Err(Refusal::Mode { mode: file_mode, allowed: mode });
+        }
+        if file_mode & 0o070 != 0 {
+            // SAFETY: getegid has no preconditions and cannot fail.
+            let mut allowed = vec![unsafe { libc::getegid() }];
+            allowed.extend(directory.setgid_group());
+            if !allowed.contains(&metadata.gid()) {
+                return Err(Refusal::Group { gid: metadata.gid(), allowed });
+            }
         }
         let mut header = [0; HEADER_BYTES];
         let read = file.read_at(&mut header, 0).map_err(|e| Refusal::Io { doing: "read it", error: e.to_string() })?;
@@ -818,21 +882,125 @@ fn check_owner(uid: u32, euid: u32) -> Result<(), Refusal> {
     Ok(())
 }
 
-/// Opens an existing file without following a symbolic link (refused as "cannot open") or
-/// blocking on a FIFO (refused as not a regular file).
-fn open_existing(path: &Path) -> io::Result<File> {
-    OpenOptions::new()
-        .read(true)
-        .write(true)
-        .custom_flags(libc::O_CLOEXEC | libc::O_NOFOLLOW | libc::O_NONBLOCK)
-        .open(path)
+/// A directory trusted to hold the segment file, open: every directory from the root down to
+/// it was opened relative to the one before, without following a symbolic link, and each
+/// belongs to root or to this process's user and may be written by others than its owner only
+/// with the sticky bit (as OpenSSH checks the files it trusts). So nobody but root and this
+/// user can replace, remove or create the file, or point the path elsewhere, while or after it
+/// is checked: the file is opened and created relative to this directory.
+struct TrustedDirectory {
+    fd: std::os::fd::OwnedFd,
+    metadata: std::fs::Metadata,
 }
 
-/// A name beside `path`, unique to this process and moment, for a file being created.
-fn temporary_path(path: &Path) -> PathBuf {
+impl TrustedDirectory {
+    fn open(path: &Path) -> Result<Self, Refusal> {
+        use std::path::Component;
+        let mut walked = PathBuf::from("/");
+        let mut directory = Self::open_at(libc::AT_FDCWD, c"/", &walked)?;
+        for component in path.components() {
+            match component {
+                Component::RootDir => {}
+                Component::Normal(name) => {
+                    walked.push(name);
+                    let name = std::ffi::CString::new(name.as_encoded_bytes()).map_err(|_| Refusal::Directory {
+                        path: walked.clone(),
+                        why: DirectoryFault::Open("a NUL byte in its name".into()),
+                    })?;
+                    directory = Self::open_at(std::os::fd::AsRawFd::as_raw_fd(&directory.fd), &name, &walked)?;
+                }
+                Component::CurDir | Component::ParentDir | Component::Prefix(_) => {
+                    return Err(Refusal::Directory { path: walked, why: DirectoryFault::NotCanonical });
+                }
+            }
+        }
+        Ok(directory)
+    }
+
+    /// Opens `name` in the directory `at` as a directory, without following a symbolic link,
+    /// and checks it; `path` names it in a refusal.
+    fn open_at(at: libc::c_int, name: &std::ffi::CStr, path: &Path) -> Result<Self, Refusal> {
+        use std::os::fd::FromRawFd;
+        let refuse = |why| Refusal::Directory { path: path.to_path_buf(), why };
+        // SAFETY: openat with a NUL-terminated name and a directory descriptor this process
+        // holds (or AT_FDCWD); a new descriptor is owned by nobody else.
+        let fd = unsafe {
+            let fd = libc::openat(at, name.as_ptr(), libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC);
+            if fd < 0 {
+                return Err(refuse(DirectoryFault::Open(io::Error::last_os_error().to_string())));
+            }
+            std::os::fd::OwnedFd::from_raw_fd(fd)
+        };
+        let file = File::from(fd);
+        let metadata = file.metadata().map_err(|e| refuse(DirectoryFault::Open(e.to_string())))?;
+        // SAFETY: geteuid has no preconditions and cannot fail.
+        let euid = unsafe { libc::geteuid() };
+        if metadata.uid() != 0 && metadata.uid() != euid {
+            return Err(refuse(DirectoryFault::Owner { uid: metadata.uid(), euid }));
+        }
+        let mode = metadata.mode() & 0o7777;
+        if mode & 0o022 != 0 && mode & libc::S_ISVTX == 0 {
+            return Err(refuse(DirectoryFault::Writable { mode }));
+        }
+        Ok(Self { fd: file.into(), metadata })
+    }
+
+    /// The directory's group, when it is setgid: the group it gives the files made in it.
+    fn setgid_group(&self) -> Option<u32> {
+        (self.metadata.mode() & libc::S_ISGID != 0).then(|| self.metadata.gid())
+    }
+
+    fn raw(&self) -> libc::c_int {
+        std::os::fd::AsRawFd::as_raw_fd(&self.fd)
+    }
+
+    /// Opens the existing file `name` for reading and writing, without following a symbolic
+    /// link (refused as "cannot open") or blocking on a FIFO (refused once its type is checked).
+    fn open_file(&self, name: &std::ffi::CStr) -> io::Result<File> {
+        self.openat(name, libc::O_RDWR | libc::O_CLOEXEC | libc::O_NOFOLLOW | libc::O_NONBLOCK, 0)
+    }
+
+    /// Creates the file `name`, which must not exist, with permissions `mode` (less the umask).
+    fn create_file(&self, name: &std::ffi::CStr, mode: u32) -> io::Result<File> {
+        self.openat(name, libc::O_RDWR | libc::O_CREAT | libc::O_EXCL | libc::O_CLOEXEC | libc::O_NOFOLLOW, mode)
+    }
+
+    fn openat(&self, name: &std::ffi::CStr, flags: libc::c_int, mode: u32) -> io::Result<File> {
+        use std::os::fd::FromRawFd;
+        // SAFETY: openat with a NUL-terminated name relative to a directory this value holds open;
+        // a new descriptor is owned by nobody else.
+        unsafe {
+            let fd = libc::openat(self.raw(), name.as_ptr(), flags, mode as libc::c_uint);
+            if fd < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            Ok(File::from_raw_fd(fd))
+        }
+    }
+
+    /// Gives the file `from` the name `to` too (failing with AlreadyExists if `to` exists).
+    fn link(&self, from: &std::ffi::CStr, to: &std::ffi::CStr) -> io::Result<()> {
+        // SAFETY: linkat with NUL-terminated names relative to a directory this value holds open.
+        if unsafe { libc::linkat(self.raw(), from.as_ptr(), self.raw(), to.as_ptr(), 0) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
+    /// Removes the name `name`, if it is there.
+    fn remove(&self, name: &std::ffi::CStr) {
+        // SAFETY: unlinkat with a NUL-terminated name relative to a directory this value holds.
+        unsafe { libc::unlinkat(self.raw(), name.as_ptr(), 0) };
+    }
+}
+
+/// A name beside `name`, unique to this process and moment, for a file being created.
+fn temporary_name(name: &std::ffi::CStr) -> std::ffi::CString {
     let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    path.with_file_name(format!(".{name}.{}.{nanos}.tmp", std::process::id()))
+    let mut temporary = b".".to_vec();
+    temporary.extend_from_slice(name.to_bytes());
+    temporary.extend_from_slice(format!(".{}.{nanos}.tmp", std::process::id()).as_bytes());
+    std::ffi::CString::new(temporary).unwrap_or_default()
 }
 
 /// Sets the file's length and reserves its blocks: on a full tmpfs the creation fails here,
@@ -874,6 +1042,7 @@ fn random_seed() -> u64 {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use std::fs::OpenOptions;
 
     pub(crate) fn settings(max_services: u64) -> Settings {
         Settings { max_services, max_key_length: 160, max_buckets: 120 }
@@ -1077,6 +1246,70 @@ pub(crate) mod tests {
         }
         std::fs::write(&path, vec![0; regions(settings(1)).segment_bytes()]).unwrap();
         assert_eq!(refusal(&path, settings(1), 0o600), Refusal::Header(HeaderError::Foreign));
+    }
+
+    /// Finding 2 of issue 21: every directory of the path is checked, not only the file.
+    #[test]
+    fn a_symbolic_link_or_a_dot_dot_anywhere_on_the_path_is_refused() {
+        let dir = TempDir::new();
+        std::fs::create_dir(dir.file("target")).unwrap();
+        std::os::unix::fs::symlink(dir.file("target"), dir.file("dir")).unwrap();
+        let refused = refusal(&dir.file("dir").join("circuits"), settings(1), 0o600);
+        assert!(
+            matches!(&refused, Refusal::Directory { path, why: DirectoryFault::Open(_) } if *path == dir.file("dir")),
+            "{refused:?}"
+        );
+        assert!(!dir.file("target").join("circuits").exists(), "nothing created where the link points");
+        let dotted = dir.file("target").join("..").join("target").join("circuits");
+        assert!(matches!(refusal(&dotted, settings(1), 0o600), Refusal::Directory { why: DirectoryFault::NotCanonical, .. }));
+        assert!(open(&dir.file("target").join("circuits"), settings(1), 0o600).is_ok(), "the real directory is fine");
+    }
+
+    #[test]
+    fn a_directory_others_may_write_is_refused_unless_it_is_sticky() {
+        let dir = TempDir::new();
+        let open_dir = dir.file("open");
+        std::fs::create_dir(&open_dir).unwrap();
+        for mode in [0o777, 0o770, 0o2770, 0o757] {
+            std::fs::set_permissions(&open_dir, std::fs::Permissions::from_mode(mode)).unwrap();
+            let refused = refusal(&open_dir.join("circuits"), settings(1), 0o600);
+            assert_eq!(refused, Refusal::Directory { path: open_dir.clone(), why: DirectoryFault::Writable { mode } });
+            assert!(refused.to_string().contains("no sticky bit"), "{refused}");
+        }
+        for mode in [0o1777, 0o3770, 0o755, 0o700] {
+            std::fs::set_permissions(&open_dir, std::fs::Permissions::from_mode(mode)).unwrap();
+            assert!(open(&open_dir.join("circuits"), settings(1), 0o600).is_ok(), "{mode:o}");
+            std::fs::remove_file(open_dir.join("circuits")).unwrap();
+        }
+    }
+
+    /// As root: a directory owned by another user is refused (`nobody` could put any file there,
+    /// or take the file away), and so is a file granting its group access for a group that is
+    /// neither this process's nor its setgid directory's.
+    #[test]
+    fn a_directory_of_another_user_and_a_file_of_another_group_are_refused() {
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            eprintln!("skipped: needs root to give files to other users");
+            return;
+        }
+        let dir = TempDir::new();
+        let theirs = dir.file("theirs");
+        std::fs::create_dir(&theirs).unwrap();
+        std::os::unix::fs::chown(&theirs, Some(65534), Some(65534)).unwrap();
+        assert_eq!(
+            refusal(&theirs.join("circuits"), settings(1), 0o600),
+            Refusal::Directory { path: theirs, why: DirectoryFault::Owner { uid: 65534, euid: 0 } }
+        );
+        let path = dir.file("circuits");
+        drop(open(&path, settings(1), 0o660).unwrap());
+        std::os::unix::fs::chown(&path, None, Some(65534)).unwrap();
+        assert!(matches!(refusal(&path, settings(1), 0o660), Refusal::Group { gid: 65534, .. }));
+        assert!(open(&path, settings(1), 0o600).is_err(), "nor does a narrower mode admit it (it grants more)");
+        // a setgid directory of that group gives it to its files: then it is the one expected
+        std::fs::set_permissions(&dir.0, std::fs::Permissions::from_mode(0o2700)).unwrap();
+        std::os::unix::fs::chown(&dir.0, None, Some(65534)).unwrap();
+        assert!(open(&path, settings(1), 0o660).is_ok());
     }
 
     #[test]

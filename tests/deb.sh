@@ -6,8 +6,8 @@
 #   bash tests/deb.sh PACKAGE.deb
 #
 # 1. dpkg -i installs it: every file of dpkg -L exists, phpenmod linked the ini into the cli, fpm
-#    and apache2 conf.d, and `php --ri ganesha_shm` (no -d, no -n) shows it with the package's
-#    version;
+#    and apache2 conf.d, its tmpfiles.d entry makes /run/ganesha-shm, which only root may write,
+#    and `php --ri ganesha_shm` (no -d, no -n) shows it with the package's version;
 # 2. php-fpm is started as Debian's service unit starts it (its ExecStart, with the php-fpm.conf
 #    and pool www.conf the package ships, untouched: the pool listens on its unix socket), with no
 #    -d extension: phpinfo() lists the extension, and a counter incremented by requests served by
@@ -339,6 +339,21 @@ for sapi in cli fpm apache2; do
     [ "$(readlink "$link")" = "$ini" ] || fail "$link is not a link to $ini (phpenmod)"
 done
 say "phpenmod linked $ini into the conf.d of cli, fpm and apache2"
+# The directory for ganesha_shm.path, made at boot by systemd-tmpfiles, and by the postinst now
+# where systemd-tmpfiles is installed; root's alone: nobody can create the segment file first.
+tmpfiles=/usr/lib/tmpfiles.d/$package.conf
+grep -qx 'd /run/ganesha-shm 0755 root root -' "$tmpfiles" || fail "$tmpfiles does not make /run/ganesha-shm root's"
+if command -v systemd-tmpfiles >/dev/null; then
+    [ "$(stat -c '%U:%G %a' /run/ganesha-shm 2>/dev/null)" = "root:root 755" ] ||
+        fail "the postinst did not make /run/ganesha-shm (root:root 755): $(stat -c '%U:%G %a' /run/ganesha-shm 2>&1)"
+else
+    install -d -m 0755 -o root -g root /run/ganesha-shm   # as systemd-tmpfiles would at boot
+    say "no systemd-tmpfiles in this root: /run/ganesha-shm made as $tmpfiles says"
+fi
+if runuser -u nobody -- touch /run/ganesha-shm/circuits 2>/dev/null; then
+    fail "nobody could create a file in /run/ganesha-shm"
+fi
+say "$tmpfiles: /run/ganesha-shm, root:root 0755; nobody cannot create the segment file first"
 grep -qx 'extension=ganesha_shm.so' "$ini" || fail "$ini does not load the extension"
 ri=$(php --ri ganesha_shm) || fail "php --ri ganesha_shm failed"
 grep -qx "Version => $version" <<<"$ri" || fail "php --ri ganesha_shm does not show version $version: $ri"

@@ -22,7 +22,7 @@ final class TruncatedFileTest extends ApacheTestCase
             self::markTestSkipped('needs root, runuser and a www-data user');
         }
         $dir = $this->tempDir();
-        \chmod($dir, 02770);
+        \chmod($dir, 03770);
         \chgrp($dir, $user['gid']);
         $path = $dir . '/segment';
         $server = $this->startApache(['ganesha_shm.path' => $path, 'ganesha_shm.mode' => '0660']);

@@ -120,7 +120,7 @@ final class PathSegmentTest extends TestCase
 
     /**
      * The README's recipe for a php-fpm master started as root and CLI commands run as
-     * www-data: a setgid directory of group www-data and ganesha_shm.mode=0660.
+     * www-data: a setgid and sticky directory of group www-data, and ganesha_shm.mode=0660.
      */
     public function testARootFileIsSharedWithAnotherUserThroughItsGroup(): void
     {
@@ -128,7 +128,7 @@ final class PathSegmentTest extends TestCase
         if (\posix_geteuid() !== 0 || $user === false || !\is_executable('/usr/sbin/runuser')) {
             self::markTestSkipped('needs root, runuser and a www-data user');
         }
-        \chmod($this->dir, 02770);
+        \chmod($this->dir, 03770);
         \chgrp($this->dir, $user['gid']);
         $extension = $this->dir . '/ganesha_shm.so';
         \copy(Php::extensionPath(), $extension);
@@ -283,6 +283,57 @@ final class PathSegmentTest extends TestCase
         $this->assertRefused('cannot open it: Too many levels of symbolic links');
     }
 
+    /**
+     * Finding 2 of issue 21, as nobody would mount it on a shared host: a link in a directory
+     * everyone may write, pointing at a directory only root writes. Root refuses the path, names
+     * the link, and creates nothing where it points.
+     */
+    public function testADirectoryOnThePathThatAnotherUserLinkedElsewhereIsRefused(): void
+    {
+        $this->requireRootAndNobody();
+        \chmod($this->dir, 01777);
+        $target = $this->dir . '/target';
+        \mkdir($target, 0755);
+        $this->asNobody(\sprintf('ln -s %s %s', \escapeshellarg($target), \escapeshellarg($this->dir . '/shared')));
+
+        $this->assertRefused(
+            "the directory {$this->dir}/shared cannot be opened as a directory, symbolic links not followed: Not a directory",
+            ['ganesha_shm.path' => $this->dir . '/shared/circuits']
+        );
+        self::assertSame([], \array_values(\array_diff(\scandir($target), ['.', '..'])), 'nothing was created in the directory the link points at');
+    }
+
+    /**
+     * A directory that nobody made, open to all (or to a group of its choosing): root refuses
+     * it, so that nobody cannot pick the file's group, truncate it, or replace it.
+     */
+    public function testADirectoryOfAnotherUserIsRefused(): void
+    {
+        $this->requireRootAndNobody();
+        \chmod($this->dir, 01777);
+        $theirs = $this->dir . '/theirs';
+        $this->asNobody(\sprintf('mkdir -m 2777 %s', \escapeshellarg($theirs)));
+
+        $this->assertRefused(
+            "the directory {$theirs} belongs to uid 65534, not to root nor to this process's uid 0",
+            ['ganesha_shm.path' => $theirs . '/circuits']
+        );
+        self::assertFileDoesNotExist($theirs . '/circuits');
+    }
+
+    private function requireRootAndNobody(): void
+    {
+        if (\posix_geteuid() !== 0 || \posix_getpwnam('nobody') === false || !\is_executable('/usr/sbin/runuser')) {
+            self::markTestSkipped('needs root, runuser and a nobody user');
+        }
+    }
+
+    private function asNobody(string $command): void
+    {
+        \exec('runuser -u nobody -- ' . $command . ' 2>&1', $output, $exit);
+        self::assertSame(0, $exit, \implode("\n", $output));
+    }
+
     public function testADirectoryIsRefused(): void
     {
         \mkdir($this->path);
@@ -297,7 +348,10 @@ final class PathSegmentTest extends TestCase
 
     public function testAPathInAMissingDirectoryIsRefused(): void
     {
-        $this->assertRefused('cannot create it: No such file or directory', ['ganesha_shm.path' => $this->dir . '/missing/circuits']);
+        $this->assertRefused(
+            "the directory {$this->dir}/missing cannot be opened as a directory, symbolic links not followed: No such file or directory",
+            ['ganesha_shm.path' => $this->dir . '/missing/circuits']
+        );
     }
 
     public function testTheSettingsAreShownByPhpinfo(): void

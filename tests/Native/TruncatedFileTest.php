@@ -98,7 +98,7 @@ final class TruncatedFileTest extends TestCase
         if (\posix_geteuid() !== 0 || $user === false || !\is_executable('/usr/sbin/runuser')) {
             return '';
         }
-        \chmod($this->dir, 02770);
+        \chmod($this->dir, 03770);
         \chgrp($this->dir, $user['gid']);
 
         return 'runuser -u www-data -- ';
