@@ -78,14 +78,17 @@ fn whole_number(ini: &HashMap<String, Option<String>>, name: &str, default: u64,
 }
 
 /// `ganesha_shm.mode`: octal permissions for a new segment file and the most an existing one
-/// may grant; it must let the owner read and write. Otherwise a startup warning and 0600.
+/// may grant; it must let the owner read and write, and must not let every user write (whoever
+/// may write the file may corrupt the circuits: see README's Trust model). Otherwise a startup
+/// warning and 0600.
 fn mode(ini: &HashMap<String, Option<String>>) -> u32 {
     let raw = ini.get(INI_MODE).cloned().flatten().unwrap_or_default();
     match u32::from_str_radix(raw.trim().trim_start_matches("0o"), 8) {
-        Ok(mode) if mode <= 0o777 && mode & 0o600 == 0o600 => mode,
+        Ok(mode) if mode <= 0o777 && mode & 0o600 == 0o600 && mode & 0o002 == 0 => mode,
         _ => {
             warn(&format!(
-                "{INI_MODE}={raw:?} is not octal permissions from 0600 to 0777 that let the owner read and write; using 0600"
+                "{INI_MODE}={raw:?} is not octal permissions from 0600 to 0775 that let the owner read and write \
+                 and not every user write; using 0600"
             ));
             DEFAULT_MODE
         }

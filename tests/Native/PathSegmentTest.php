@@ -151,13 +151,13 @@ final class PathSegmentTest extends TestCase
         self::assertSame($user['gid'], \filegroup($this->path));
     }
 
-    public function testAModeThatKeepsTheOwnerOutIsReplacedByTheDefault(): void
+    public function testAModeThatKeepsTheOwnerOutOrLetsEveryoneWriteIsReplacedByTheDefault(): void
     {
-        foreach (['0400', '1777', 'rw-------'] as $mode) {
+        foreach (['0400', '1777', 'rw-------', '0666', '0662'] as $mode) {
             $result = Php::withExtension('echo json_encode(ganesha_shm_info()["segment"]);', ['ganesha_shm.path' => $this->path, 'ganesha_shm.mode' => $mode]);
 
             self::assertSame(\json_encode($this->path), $result['stdout'], $mode);
-            self::assertStringContainsString(\sprintf('ganesha_shm.mode="%s" is not octal permissions from 0600 to 0777', $mode), $result['stderr']);
+            self::assertStringContainsString(\sprintf('ganesha_shm.mode="%s" is not octal permissions from 0600 to 0775', $mode), $result['stderr']);
             self::assertSame(0600, \fileperms($this->path) & 07777, $mode);
             \unlink($this->path);
             \clearstatcache();
