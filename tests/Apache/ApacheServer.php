@@ -5,6 +5,8 @@ declare(strict_types=1);
 namespace Zeusi\GaneshaShmAdapter\Tests\Apache;
 
 use Zeusi\GaneshaShmAdapter\Tests\Support\Command;
+use Zeusi\GaneshaShmAdapter\Tests\Support\JsonRequests;
+use Zeusi\GaneshaShmAdapter\Tests\Support\LoadClients;
 use Zeusi\GaneshaShmAdapter\Tests\Support\Loopback;
 use Zeusi\GaneshaShmAdapter\Tests\Support\Php;
 use Zeusi\GaneshaShmAdapter\Tests\Support\ProcFs;
@@ -15,7 +17,8 @@ use Zeusi\GaneshaShmAdapter\Tests\Support\TempDir;
  * (libapache2-mod-php), `apache2 -f <conf> -DFOREGROUND`, with a configuration written into a
  * fresh temporary directory (ServerRoot, pid file, error log, php.ini, barriers), listening on a
  * free port of 127.0.0.1 and serving the scripts of tests/Apache/www. No system apache2 service
- * and none of /etc/apache2 is involved.
+ * and none of /etc/apache2 is involved. Requests go over plain HTTP (HttpClient), their JSON
+ * answers checked and decoded by JsonRequests.
  *
  * PHP starts in the Apache parent (mod_php's post_config hook), so the extension, loaded by the
  * server's own php.ini (`PHPIniDir`; PHP_INI_SCAN_DIR names an empty directory, so that nothing
@@ -36,6 +39,8 @@ use Zeusi\GaneshaShmAdapter\Tests\Support\TempDir;
  */
 final class ApacheServer
 {
+    use JsonRequests;
+
     public const APACHE2 = '/usr/sbin/apache2';
 
     public const MODULES = '/usr/lib/apache2/modules';
@@ -234,12 +239,6 @@ final class ApacheServer
     }
 
     /**
-     * GET /$script?$query; returns the body. Fails, with the server's logs, on anything but a
-     * 200 with a body.
-     *
-     * @param array<string, scalar|list<string>> $query (http_build_query())
-     */
-    /**
      * Changes settings of the server's php.ini, read by PHP's next startup in the parent (the
      * next graceful restart).
      *
@@ -249,39 +248,6 @@ final class ApacheServer
     {
         $this->ini = $ini + $this->ini;
         \file_put_contents($this->dir . '/php.ini', self::phpIni($this->ini));
-    }
-
-    public function request(string $script, array $query = []): string
-    {
-        $answer = HttpClient::get($this->port, $script, $query);
-        if ($answer['error'] !== '') {
-            throw new \RuntimeException($answer['error'] . "\n" . $this->errorLog());
-        }
-
-        return $answer['body'];
-    }
-
-    /**
-     * GET /$script?$query and decode the JSON it answered.
-     *
-     * @param array<string, scalar|list<string>> $query (http_build_query())
-     * @return array<string, mixed>
-     */
-    public function json(string $script, array $query = []): array
-    {
-        return $this->decode($this->request($script, $query));
-    }
-
-    /**
-     * Sends every request at once and decodes the JSON answers, in order. Fails if any answer
-     * is not a 200 with a body.
-     *
-     * @param list<array<string, scalar|list<string>>> $queries
-     * @return list<array<string, mixed>>
-     */
-    public function jsonAll(string $script, array $queries): array
-    {
-        return $this->decodeAll(HttpClient::getAll($this->port, \array_map(static fn (array $q): array => [$script, $q], $queries)));
     }
 
     /**
@@ -344,8 +310,8 @@ final class ApacheServer
     }
 
     /**
-     * Runs $clients load clients at once (tests/Apache/client.php) and waits for them: $requests
-     * requests each, within $seconds seconds. Returns what each client counted.
+     * Runs $clients load clients at once (load()) and waits for them: $requests requests each,
+     * within $seconds seconds. Returns what each client counted.
      *
      * @param array<string, scalar|list<string>> $query (http_build_query())
      * @return list<array{sent: int, ok: int, failed: int, pids: array<int, int>, errors: list<string>, seconds: float}>
@@ -356,14 +322,17 @@ final class ApacheServer
     }
 
     /**
-     * Starts $clients load clients in the background: $requests requests each at most, for
-     * $seconds seconds at most, or until their stop().
+     * Starts $clients load clients in the background (LoadClients of tests/Apache/client.php,
+     * each a `php -n` process sending requests one after the other over HTTP): $requests
+     * requests each at most, for $seconds seconds at most, or until their stop().
      *
      * @param array<string, scalar|list<string>> $query (http_build_query())
      */
     public function load(int $clients, string $script, array $query, int $requests, float $seconds): LoadClients
     {
-        return new LoadClients($this->port, $clients, $script, $query, $requests, $seconds);
+        $job = ['port' => $this->port, 'path' => $script, 'query' => $query];
+
+        return new LoadClients(__DIR__ . '/client.php', $job, $clients, $requests, $seconds);
     }
 
     public function parentPid(): int
@@ -661,31 +630,24 @@ final class ApacheServer
     }
 
     /**
-     * @param list<array{status: int, headers: array<string, string>, body: string, error: string}> $answers
-     * @return list<array<string, mixed>>
+     * GET $script?$query over HTTP (JsonRequests).
+     *
+     * @param array<string, scalar|list<string>> $query (http_build_query())
+     * @return array{status: int, headers: array<string, string>, body: string, error: string}
      */
-    private function decodeAll(array $answers): array
+    private function get(string $script, array $query): array
     {
-        $errors = \array_filter(\array_column($answers, 'error'));
-        if ($errors !== []) {
-            throw new \RuntimeException(\implode("\n", $errors) . "\n" . $this->errorLog());
-        }
-
-        return \array_map(fn (array $answer): array => $this->decode($answer['body']), $answers);
+        return HttpClient::get($this->port, $script, $query);
     }
 
-    /** @return array<string, mixed> */
-    private function decode(string $body): array
+    /**
+     * Every request at once, a connection each (JsonRequests).
+     *
+     * @param list<array{string, array<string, scalar|list<string>>}> $requests [path, query] pairs
+     * @return list<array{status: int, headers: array<string, string>, body: string, error: string}>
+     */
+    private function getAll(array $requests): array
     {
-        try {
-            $decoded = \json_decode($body, true, 512, \JSON_THROW_ON_ERROR);
-        } catch (\JsonException $e) {
-            throw new \RuntimeException("Not JSON: {$body}\n" . $this->errorLog(), 0, $e);
-        }
-        if (!\is_array($decoded)) {
-            throw new \RuntimeException("Not a JSON object: {$body}");
-        }
-
-        return $decoded;
+        return HttpClient::getAll($this->port, $requests);
     }
 }

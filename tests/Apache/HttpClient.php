@@ -11,7 +11,7 @@ namespace Zeusi\GaneshaShmAdapter\Tests\Apache;
  * several Apache children serve them at the same time.
  *
  * No dependency on other classes: tests/Apache/client.php, the load clients, requires this
- * file alone.
+ * file and tests/Support/LoadClient.php alone.
  */
 final class HttpClient
 {

@@ -17,14 +17,7 @@ final class TruncatedFileTest extends ApacheTestCase
 {
     public function testAnApacheWhoseFileIsTruncatedUnderLoadAnswersEveryRequest(): void
     {
-        $user = \posix_getpwnam('www-data');
-        if (\posix_geteuid() !== 0 || $user === false || !\is_executable('/usr/sbin/runuser')) {
-            self::markTestSkipped('needs root, runuser and a www-data user');
-        }
-        $dir = $this->tempDir();
-        \chmod($dir, 03770);
-        \chgrp($dir, $user['gid']);
-        $path = $dir . '/segment';
+        $path = $this->segmentPathOfWwwData();
         $server = $this->startApache(['ganesha_shm.path' => $path, 'ganesha_shm.mode' => '0660']);
         $key = Unique::name('truncated_');
         $increment = ['op' => 'increment', 'key' => $key];

@@ -10,7 +10,7 @@ namespace Zeusi\GaneshaShmAdapter\Tests\Fpm;
  * sends as the request's parameters. Nothing of this process's environment is passed on.
  *
  * No dependency on other classes: tests/Fpm/client.php, the load clients, requires this file
- * alone.
+ * and tests/Support/LoadClient.php alone.
  */
 final class FastCgiClient
 {

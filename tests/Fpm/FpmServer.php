@@ -4,8 +4,11 @@ declare(strict_types=1);
 
 namespace Zeusi\GaneshaShmAdapter\Tests\Fpm;
 
+use Zeusi\GaneshaShmAdapter\Tests\Support\JsonRequests;
+use Zeusi\GaneshaShmAdapter\Tests\Support\LoadClients;
 use Zeusi\GaneshaShmAdapter\Tests\Support\Loopback;
 use Zeusi\GaneshaShmAdapter\Tests\Support\Php;
+use Zeusi\GaneshaShmAdapter\Tests\Support\ProcFs;
 use Zeusi\GaneshaShmAdapter\Tests\Support\TempDir;
 
 /**
@@ -14,7 +17,8 @@ use Zeusi\GaneshaShmAdapter\Tests\Support\TempDir;
  * one pool listening on a free port of 127.0.0.1 and serving the scripts of tests/Fpm/www.
  *
  * The master loads the extension at startup, before it forks its workers: the setup the
- * adapter is made for. Requests go through a real FastCGI client (FastCgiClient, cgi-fcgi).
+ * adapter is made for. Requests go through a real FastCGI client (FastCgiClient, cgi-fcgi),
+ * their JSON answers checked and decoded by JsonRequests.
  *
  * The master runs in the foreground (-F) as a child of this process, so its pid is known
  * without a race; it also writes a pid file. It is stopped by stop(): from the test's
@@ -23,6 +27,8 @@ use Zeusi\GaneshaShmAdapter\Tests\Support\TempDir;
  */
 final class FpmServer
 {
+    use JsonRequests;
+
     private const START_TIMEOUT_S = 10.0;
 
     private const SIGKILL = 9;
@@ -161,51 +167,6 @@ final class FpmServer
     }
 
     /**
-     * GET $script?$query through cgi-fcgi; returns the body. Fails, with the server's logs, on
-     * anything but a 200 with a body.
-     *
-     * @param array<string, scalar|list<string>> $query (http_build_query())
-     */
-    public function request(string $script, array $query = []): string
-    {
-        $answer = FastCgiClient::get($this->port, $script, $query);
-        if ($answer['error'] !== '') {
-            throw new \RuntimeException($answer['error'] . "\n" . $this->errorLog());
-        }
-
-        return $answer['body'];
-    }
-
-    /**
-     * GET $script?$query and decode the JSON it answered.
-     *
-     * @param array<string, scalar|list<string>> $query (http_build_query())
-     * @return array<string, mixed>
-     */
-    public function json(string $script, array $query = []): array
-    {
-        return self::decode($this->request($script, $query), $this);
-    }
-
-    /**
-     * Sends every request at once (a cgi-fcgi process each) and decodes the JSON answers, in
-     * order. Fails if any answer is not a 200 with a body.
-     *
-     * @param list<array<string, scalar|list<string>>> $queries
-     * @return list<array<string, mixed>>
-     */
-    public function jsonAll(string $script, array $queries): array
-    {
-        $answers = FastCgiClient::getAll($this->port, \array_map(static fn (array $q): array => [$script, $q], $queries));
-        $errors = \array_filter(\array_column($answers, 'error'));
-        if ($errors !== []) {
-            throw new \RuntimeException(\implode("\n", $errors) . "\n" . $this->errorLog());
-        }
-
-        return \array_map(fn (array $answer): array => self::decode($answer['body'], $this), $answers);
-    }
-
-    /**
      * The query parameters of a barrier for $parties requests: a script given them waits
      * (bounded) until $parties requests have reached it (FpmScript::barrier()), so those
      * requests are being served at the same time, by $parties distinct workers.
@@ -223,48 +184,19 @@ final class FpmServer
     }
 
     /**
-     * Runs $clients load clients at once (tests/Fpm/client.php, each a `php -n` process sending
-     * requests one after the other through cgi-fcgi): $requests requests each, or as many as
-     * they can for $seconds seconds. Returns what each client counted.
+     * Runs $clients load clients at once (LoadClients of tests/Fpm/client.php, each a `php -n`
+     * process sending requests one after the other through cgi-fcgi) and waits for them:
+     * $requests requests each, or as many as they can for $seconds seconds. Returns what each
+     * client counted.
      *
      * @param array<string, scalar|list<string>> $query (http_build_query())
      * @return list<array{sent: int, ok: int, failed: int, pids: array<int, int>, errors: list<string>, seconds: float}>
      */
     public function clients(int $clients, string $script, array $query, ?int $requests = null, ?float $seconds = null): array
     {
-        $job = \json_encode(['port' => $this->port, 'script' => $script, 'query' => $query, 'requests' => $requests, 'seconds' => $seconds], \JSON_THROW_ON_ERROR);
-        $running = [];
-        for ($i = 0; $i < $clients; ++$i) {
-            $out = \tmpfile();
-            $err = \tmpfile();
-            $process = \proc_open([\PHP_BINARY, '-n', __DIR__ . '/client.php', $job], [0 => ['file', '/dev/null', 'r'], 1 => $out, 2 => $err], $pipes);
-            if (!\is_resource($process)) {
-                throw new \RuntimeException('Could not start a load client');
-            }
-            $running[] = [$process, $out, $err];
-        }
-        $deadline = \microtime(true) + ($seconds ?? 0) + 60.0;
-        $results = [];
-        foreach ($running as $i => [$process, $out, $err]) {
-            while (\proc_get_status($process)['running']) {
-                if (\microtime(true) > $deadline) {
-                    \proc_terminate($process, self::SIGKILL);
-                }
-                \usleep(10_000);
-            }
-            \proc_close($process);
-            \rewind($out);
-            \rewind($err);
-            $stdout = (string) \stream_get_contents($out);
-            $stderr = (string) \stream_get_contents($err);
-            $result = \json_decode($stdout, true);
-            if (!\is_array($result)) {
-                throw new \RuntimeException("load client {$i} failed\nstdout: {$stdout}\nstderr: {$stderr}");
-            }
-            $results[] = $result;
-        }
+        $job = ['port' => $this->port, 'script' => $script, 'query' => $query];
 
-        return $results;
+        return (new LoadClients(__DIR__ . '/client.php', $job, $clients, $requests, $seconds))->finish();
     }
 
     public function masterPid(): int
@@ -279,17 +211,7 @@ final class FpmServer
      */
     public function workerPids(): array
     {
-        $children = [];
-        foreach (\glob('/proc/[0-9]*/stat') ?: [] as $stat) {
-            $line = @\file_get_contents($stat);
-            // pid (comm) state ppid ...; comm may hold spaces and parentheses
-            if ($line !== false && \preg_match('/^\) \S (\d+) /', (string) \strrchr($line, ')'), $m) === 1 && (int) $m[1] === $this->pid) {
-                $children[] = (int) \basename(\dirname($stat));
-            }
-        }
-        \sort($children);
-
-        return $children;
+        return ProcFs::children($this->pid);
     }
 
     /**
@@ -428,18 +350,25 @@ final class FpmServer
         }
     }
 
-    /** @return array<string, mixed> */
-    private static function decode(string $body, self $server): array
+    /**
+     * GET $script?$query through cgi-fcgi (JsonRequests).
+     *
+     * @param array<string, scalar|list<string>> $query (http_build_query())
+     * @return array{status: int, headers: array<string, string>, body: string, error: string}
+     */
+    private function get(string $script, array $query): array
     {
-        try {
-            $decoded = \json_decode($body, true, 512, \JSON_THROW_ON_ERROR);
-        } catch (\JsonException $e) {
-            throw new \RuntimeException("Not JSON: {$body}\n" . $server->errorLog(), 0, $e);
-        }
-        if (!\is_array($decoded)) {
-            throw new \RuntimeException("Not a JSON object: {$body}");
-        }
+        return FastCgiClient::get($this->port, $script, $query);
+    }
 
-        return $decoded;
+    /**
+     * Every request at once, a cgi-fcgi process each (JsonRequests).
+     *
+     * @param list<array{string, array<string, scalar|list<string>>}> $requests [script, query] pairs
+     * @return list<array{status: int, headers: array<string, string>, body: string, error: string}>
+     */
+    private function getAll(array $requests): array
+    {
+        return FastCgiClient::getAll($this->port, $requests);
     }
 }

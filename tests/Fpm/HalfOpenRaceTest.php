@@ -4,13 +4,13 @@ declare(strict_types=1);
 
 namespace Zeusi\GaneshaShmAdapter\Tests\Fpm;
 
-use Ackintosh\Ganesha;
-use Zeusi\GaneshaShmAdapter\Tests\Support\Unique;
+use Zeusi\GaneshaShmAdapter\Tests\Support\HalfOpenRaces;
 
 /**
  * One half-open trial per interval across the workers of a php-fpm pool: 16 workers, held at a
  * barrier, ask at the same instant whether a tripped service may be called, after the interval
- * to half-open passed; exactly one is let through, every round.
+ * to half-open passed; exactly one is let through, every round (HalfOpenRaces, as the apache
+ * suite races Apache's children).
  *
  * The requests give Ganesha and the adapter a fixed time (the tests' VirtualClock, through the
  * query), so that no second trial can become due while the round runs, however slow the
@@ -18,56 +18,28 @@ use Zeusi\GaneshaShmAdapter\Tests\Support\Unique;
  */
 final class HalfOpenRaceTest extends FpmTestCase
 {
-    private const ROUNDS = 5;
+    use HalfOpenRaces;
 
     private const WORKERS = 16;
-
-    private const INTERVAL = 5;
 
     public function testOneGaneshaTrialPerIntervalAcrossSixteenWorkers(): void
     {
         self::requireGanesha();
         $server = $this->startFpm(maxChildren: self::WORKERS);
-        $tripAt = \time();
-        $later = $tripAt + self::INTERVAL + 1;
 
-        for ($round = 0; $round < self::ROUNDS; ++$round) {
-            $circuit = ['service' => Unique::name('race.'), 'window' => 60, 'minimum' => 2, 'interval' => self::INTERVAL];
-            $server->json(self::ganesha(), ['op' => 'failure', 'now' => $tripAt] + $circuit);
-            $tripped = $server->json(self::ganesha(), ['op' => 'failure', 'now' => $tripAt] + $circuit);
-            self::assertSame([[Ganesha::EVENT_TRIPPED, $circuit['service'], '']], $tripped['events'], "round {$round}: tripped");
-            self::assertFalse($server->json(self::ganesha(), ['op' => 'available', 'now' => $tripAt] + $circuit)['available'], "round {$round}: open");
-
-            $answers = self::everyWorker($server, self::ganesha(), ['op' => 'available', 'now' => $later] + $circuit, self::WORKERS);
-
-            $admitted = \array_keys(\array_filter(\array_column($answers, 'available', 'pid')));
-            self::assertCount(1, $admitted, "round {$round}: workers let through");
-            self::assertSame([], \array_merge(...\array_column($answers, 'events')), "round {$round}: no event");
-            $snapshot = $server->json(self::ganesha(), ['op' => 'snapshot', 'now' => $later] + $circuit)['snapshot'];
-            self::assertSame(
-                [$later, 1 + self::WORKERS - 1],
-                [$snapshot['last_failure_time'], $snapshot['rejections']],
-                "round {$round}: the trial restarted the interval; the other workers were rejected"
-            );
-            self::assertFalse($server->json(self::ganesha(), ['op' => 'available', 'now' => $later] + $circuit)['available'], "round {$round}: no second trial");
-        }
+        self::assertOneGaneshaTrialPerRound($server, self::atOnce($server), 'workers');
     }
 
     public function testOneNativeTrialPerIntervalAcrossSixteenWorkers(): void
     {
         $server = $this->startFpm(maxChildren: self::WORKERS);
-        $failedAt = \time();
-        $later = $failedAt + self::INTERVAL + 1;
 
-        for ($round = 0; $round < self::ROUNDS; ++$round) {
-            $key = Unique::name('race_') . '_failure';
-            $server->json(self::native(), ['op' => 'save_last_failure_time', 'key' => $key, 'time' => $failedAt, 'now' => $failedAt]);
+        self::assertOneNativeTrialPerRound($server, self::atOnce($server), 'workers');
+    }
 
-            $answers = self::everyWorker($server, self::native(), ['op' => 'claim', 'key' => $key, 'now' => $later, 'interval' => self::INTERVAL], self::WORKERS);
-
-            $times = \array_count_values(\array_column($answers, 'last_failure_time'));
-            \ksort($times);
-            self::assertSame([$failedAt => 1, $later => self::WORKERS - 1], $times, "round {$round}: one worker given the stored time (the trial), the others the time it claimed");
-        }
+    /** @return \Closure(string, array<string, scalar|list<string>>): array<int, array<string, mixed>> */
+    private static function atOnce(FpmServer $server): \Closure
+    {
+        return static fn (string $script, array $query): array => self::everyWorker($server, $script, $query, self::WORKERS);
     }
 }

@@ -2,23 +2,21 @@
 
 declare(strict_types=1);
 
-namespace Zeusi\GaneshaShmAdapter\Tests\Apache;
-
-use Zeusi\GaneshaShmAdapter\Tests\Support\TempDir;
+namespace Zeusi\GaneshaShmAdapter\Tests\Support;
 
 /**
- * Load clients running in the background (tests/Apache/client.php, each a `php -n` process
- * sending requests one after the other to 127.0.0.1): each stops after $requests requests,
- * after $seconds seconds, or once stop() is called, whichever comes first; finish() waits for
- * them (bounded) and returns what each counted. Clients still running when the object goes
- * away are killed.
+ * Load clients of the web suites running in the background (tests/Fpm/client.php,
+ * tests/Apache/client.php: each a `php -n` process sending requests one after the other,
+ * LoadClient::run()): each stops after $requests requests, after $seconds seconds, or once
+ * stop() is called, whichever comes first; finish() waits for them (bounded) and returns what
+ * each counted (LoadResults). Clients still running when the object goes away are killed.
  */
 final class LoadClients
 {
     private const SIGKILL = 9;
 
     /** Seconds finish() waits beyond the clients' own time limit before killing them. */
-    private const GRACE_S = 45.0;
+    private const GRACE_S = 60.0;
 
     /** @var list<array{resource, resource, resource}> proc_open() handle, stdout, stderr */
     private array $running = [];
@@ -28,20 +26,19 @@ final class LoadClients
     private float $deadline;
 
     /**
-     * @param array<string, scalar|list<string>> $query (http_build_query())
+     * @param string $client the script of the load client, given its job as JSON: $job, with
+     *     requests, seconds and stop (the file whose existence tells it to stop)
+     * @param array<string, mixed> $job what the client needs to send its requests (port, script, query)
      */
-    public function __construct(int $port, int $clients, string $path, array $query, int $requests, float $seconds)
+    public function __construct(string $client, array $job, int $clients, ?int $requests, ?float $seconds)
     {
-        $this->dir = TempDir::create('ganesha-shm-apache-load-');
-        $this->deadline = \microtime(true) + $seconds + self::GRACE_S;
-        $job = \json_encode(
-            ['port' => $port, 'path' => $path, 'query' => $query, 'requests' => $requests, 'seconds' => $seconds, 'stop' => $this->dir . '/stop'],
-            \JSON_THROW_ON_ERROR
-        );
+        $this->dir = TempDir::create('ganesha-shm-load-');
+        $this->deadline = \microtime(true) + ($seconds ?? 0) + self::GRACE_S;
+        $job = \json_encode($job + ['requests' => $requests, 'seconds' => $seconds, 'stop' => $this->dir . '/stop'], \JSON_THROW_ON_ERROR);
         for ($i = 0; $i < $clients; ++$i) {
             $out = \tmpfile();
             $err = \tmpfile();
-            $process = \proc_open([\PHP_BINARY, '-n', __DIR__ . '/client.php', $job], [0 => ['file', '/dev/null', 'r'], 1 => $out, 2 => $err], $pipes);
+            $process = \proc_open([\PHP_BINARY, '-n', $client, $job], [0 => ['file', '/dev/null', 'r'], 1 => $out, 2 => $err], $pipes);
             if (!\is_resource($process)) {
                 $this->kill();
                 throw new \RuntimeException('Could not start a load client');
