@@ -757,9 +757,14 @@ pub mod guard {
     /// Puts the action in place before ours back (at MSHUTDOWN: the SAPI may unload this
     /// library next, and a handler must not be left pointing into it).
     pub fn uninstall() {
-        // SAFETY: as in `install`; the previous action is put back as it was.
+        // SAFETY: as in `put_in_front`. The action before ours is put back only while ours is
+        // the one in place: a handler installed over ours since (Apache's parent installs one)
+        // stays, and calls nothing of this library.
         unsafe {
-            if let Some(previous) = (*PREVIOUS.0.get()).take() {
+            let mut current: libc::sigaction = std::mem::zeroed();
+            let ours = libc::sigaction(libc::SIGBUS, std::ptr::null(), &mut current) == 0
+                && current.sa_sigaction == on_sigbus as *const () as usize;
+            if let Some(previous) = (*PREVIOUS.0.get()).take().filter(|_| ours) {
                 libc::sigaction(libc::SIGBUS, &previous, std::ptr::null_mut());
             }
         }

@@ -36,21 +36,27 @@ final class TruncatedFileTest extends TestCase
         TempDir::remove($this->dir);
     }
 
-    /** @return iterable<string, array{string, bool}> the attack, and whether it loses the file */
+    /**
+     * The attack, and whether the process loses the file: at its next access (`always`); at its
+     * first access past the new end, which depends on where its keys' slots lie (`maybe`); or
+     * never, since its mapping stays whole (`never`).
+     *
+     * @return iterable<string, array{string, 'always'|'maybe'|'never'}>
+     */
     public static function attacks(): iterable
     {
-        yield 'truncated to 0' => ['truncate -s 0', true];
-        yield 'truncated to one page' => ['truncate -s 4096', true];
-        yield 'truncated to half' => ['truncate -s HALF', true];
-        yield 'grown' => ['truncate -s +1M', false];
-        yield 'replaced' => ['replace', false];
+        yield 'truncated to 0' => ['truncate -s 0', 'always'];
+        yield 'truncated to one page' => ['truncate -s 4096', 'maybe'];
+        yield 'truncated to half' => ['truncate -s HALF', 'maybe'];
+        yield 'grown' => ['truncate -s +1M', 'never'];
+        yield 'replaced' => ['replace', 'never'];
     }
 
     /**
      * @dataProvider attacks
      */
     #[DataProvider('attacks')]
-    public function testAProcessMappingTheFileOutlivesTheAttack(string $attack, bool $loses): void
+    public function testAProcessMappingTheFileOutlivesTheAttack(string $attack, string $loses): void
     {
         $attacker = $this->attackerPrefix();
         $command = [\PHP_BINARY, '-n', '-d', 'extension=' . Php::extensionPath(), '-d', 'ganesha_shm.path=' . $this->path,
@@ -76,13 +82,20 @@ final class TruncatedFileTest extends TestCase
 
         self::assertSame(0, $status, "the process survived the attack\nstdout: {$stdout}\nstderr: {$stderr}");
         $result = \json_decode((string) $stdout, true, 512, \JSON_THROW_ON_ERROR);
-        if ($loses) {
-            self::assertSame(1000, $result['count'], 'the events after the loss, in the segment of its own');
+        $lost = $result['segment_lost'] !== null;
+        if ($loses !== 'maybe') {
+            self::assertSame($loses === 'always', $lost, 'the file is lost ' . $loses);
+        }
+        if ($lost) {
+            // the events after the loss only, in the segment of its own: all 1,000 when it came
+            // at the first access after the attack
+            $loses === 'always'
+                ? self::assertSame(1000, $result['count'])
+                : self::assertLessThanOrEqual(1000, $result['count']);
             self::assertStringContainsString('truncated', (string) $result['segment_lost']);
             self::assertSame(1, \substr_count($stderr, 'segment file was truncated'), "one warning line:\n{$stderr}");
         } else {
             self::assertSame(2000, $result['count'], 'nothing lost');
-            self::assertNull($result['segment_lost']);
             self::assertStringNotContainsString('truncated', $stderr);
         }
         self::assertTrue($result['closed_after'], 'every call after the attack was answered');
