@@ -785,7 +785,7 @@ pub mod guard {
     /// True once, the first time it is asked after the segment file was lost: for the one
     /// warning line.
     pub fn take_loss() -> bool {
-        STATE.compare_exchange(LOST, REPORTED, Ordering::Relaxed, Ordering::Relaxed).is_ok()
+        unreported() && STATE.compare_exchange(LOST, REPORTED, Ordering::Relaxed, Ordering::Relaxed).is_ok()
     }
 
     extern "C" fn on_sigbus(signal: libc::c_int, info: *mut libc::siginfo_t, context: *mut libc::c_void) {
