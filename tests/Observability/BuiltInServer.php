@@ -195,6 +195,21 @@ final class BuiltInServer
         }
         \proc_close($this->process);
         $this->process = null;
+        // Until the workers are gone too, one of them may still hold the listening socket: a
+        // server started next on the same port would be taken for ready while the old worker
+        // accepts its first request and closes it unanswered.
+        $deadline = \microtime(true) + 5.0;
+        while (\microtime(true) < $deadline && \array_filter($children, static fn (int $child): bool => self::alive($child)) !== []) {
+            \usleep(20_000);
+        }
+    }
+
+    /** Whether $pid is a process that has not ended (a zombie has). */
+    private static function alive(int $pid): bool
+    {
+        $stat = @\file_get_contents("/proc/{$pid}/stat");
+
+        return $stat !== false && \preg_match('/\) [^Z] /', (string) \strrchr($stat, ')')) === 1;
     }
 
     /** @return list<int> pids whose parent is $pid (Linux /proc) */
