@@ -224,8 +224,10 @@ final class HalfOpenTrialTest extends TestCase
         self::assertSame($failedAt, $adapter->loadLastFailureTime($key));
         $claimed = $adapter->loadLastFailureTime($key);
         $after = \time();
-        self::assertGreaterThanOrEqual($before, $claimed);
-        self::assertLessThanOrEqual($after, $claimed);
+        // PHP 8.4's time() and the extension's time(NULL) were seen a second apart for a moment
+        // at a second's boundary (CI, once in hundreds of runs): within one second either way.
+        self::assertGreaterThanOrEqual($before - 1, $claimed);
+        self::assertLessThanOrEqual($after + 1, $claimed);
     }
 
     private function adapter(string $strategy): TestAdapter
