@@ -5,7 +5,6 @@ declare(strict_types=1);
 namespace Zeusi\GaneshaShmAdapter\Tests\Native;
 
 use PHPUnit\Framework\TestCase;
-use Zeusi\GaneshaShmAdapter\Tests\Support\Command;
 use Zeusi\GaneshaShmAdapter\Tests\Support\Php;
 
 /**
@@ -20,19 +19,10 @@ final class ReentrancyTest extends TestCase
 {
     public function testCallsFromTheClockAndTheContextBackIntoTheAdapterAreSafe(): void
     {
-        $valgrind = Command::which('valgrind');
-        if ($valgrind === null) {
+        $run = Php::underMemcheck([__DIR__ . '/scripts/reentrant.php']);
+        if ($run === null) {
             self::markTestSkipped('valgrind is not installed (apt-get install valgrind; .ci/install-deps installs it)');
         }
-        $run = Command::run(
-            [
-                $valgrind, '--tool=memcheck', '--error-exitcode=99', '--quiet',
-                \PHP_BINARY, '-n', '-d', 'extension=' . Php::extensionPath(), '-d', 'display_errors=stderr',
-                __DIR__ . '/scripts/reentrant.php',
-            ],
-            env: Command::env(['USE_ZEND_ALLOC' => '0']),   // PHP's allocator hides frees from memcheck
-            timeout: 120.0,
-        );
         self::assertSame(0, $run['exit'], "memcheck:\n{$run['stderr']}\n{$run['stdout']}");
         $result = \json_decode($run['stdout'], true, 512, \JSON_THROW_ON_ERROR);
         $service = $result['service'];

@@ -6,7 +6,6 @@ namespace Zeusi\GaneshaShmAdapter\Tests\Native;
 
 use PHPUnit\Framework\Attributes\DataProvider;
 use PHPUnit\Framework\TestCase;
-use Zeusi\GaneshaShmAdapter\Tests\Support\Command;
 use Zeusi\GaneshaShmAdapter\Tests\Support\Php;
 
 /**
@@ -60,19 +59,10 @@ final class RefusalTest extends TestCase
     /** @return array<string, mixed> */
     private static function runRefusal(string $mode, string $method): array
     {
-        $valgrind = Command::which('valgrind');
-        if ($valgrind === null) {
+        $run = Php::underMemcheck([__DIR__ . '/scripts/refusal.php', $mode, $method]);
+        if ($run === null) {
             self::markTestSkipped('valgrind is not installed (apt-get install valgrind; .ci/install-deps installs it)');
         }
-        $run = Command::run(
-            [
-                $valgrind, '--tool=memcheck', '--error-exitcode=99', '--quiet',
-                \PHP_BINARY, '-n', '-d', 'extension=' . Php::extensionPath(), '-d', 'display_errors=stderr',
-                __DIR__ . '/scripts/refusal.php', $mode, $method,
-            ],
-            env: Command::env(['USE_ZEND_ALLOC' => '0']),   // PHP's allocator hides frees from memcheck
-            timeout: 120.0,
-        );
         // A fatal error exits with 255; memcheck's own errors with 99.
         self::assertNotSame(99, $run['exit'], "memcheck:\n{$run['stderr']}");
         self::assertSame($mode === 'fatal' ? 255 : 0, $run['exit'], "{$run['stderr']}\n{$run['stdout']}");

@@ -173,4 +173,30 @@ final class Php
 
         return $contents === false ? '' : $contents;
     }
+
+    /**
+     * `php -n` with the extension running $script (and its arguments) under valgrind's memcheck,
+     * with PHP's allocator off (it hides frees from memcheck); memcheck's own errors exit 99.
+     * Null when valgrind is not installed.
+     *
+     * @param list<string> $script the script, then its arguments
+     * @return array{exit: int, stdout: string, stderr: string}|null
+     */
+    public static function underMemcheck(array $script): ?array
+    {
+        $valgrind = Command::which('valgrind');
+        if ($valgrind === null) {
+            return null;
+        }
+
+        return Command::run(
+            [
+                $valgrind, '--tool=memcheck', '--error-exitcode=99', '--quiet',
+                \PHP_BINARY, '-n', '-d', 'extension=' . self::extensionPath(), '-d', 'display_errors=stderr',
+                ...$script,
+            ],
+            env: Command::env(['USE_ZEND_ALLOC' => '0']),
+            timeout: 120.0,
+        );
+    }
 }
