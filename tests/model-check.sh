@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Model-checks the table's and the store's protocols with loom (src/loom_tests.rs): every
+# Model-checks the table's and the store's protocols with loom (core/src/loom_tests.rs): every
 # interleaving of 2-3 threads' atomic steps, each thread with its own clock, up to
 # LOOM_MAX_PREEMPTIONS preemptions (default 2), with one thread stopped for ever before each of
 # its steps in turn. Prints the interleavings explored; exits non-zero on any failure.
@@ -17,7 +17,7 @@ status=0
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 # The scenarios are independent models: one per CPU at a time.
-cargo test --release --lib loom_tests -- --nocapture --test-threads "$(nproc)" --skip zz_report 2>&1 | tee "$log" ||
+cargo test --release -p ganesha-shm-core --lib loom_tests -- --nocapture --test-threads "$(nproc)" --skip zz_report 2>&1 | tee "$log" ||
     status=$?
 total=$(sed -nE 's/^.*model-check: .*: ([0-9]+) interleavings.*$/\1/p' "$log" | awk '{ sum += $1 } END { print sum + 0 }')
 echo "model-check: $total interleavings in all, LOOM_MAX_PREEMPTIONS=$LOOM_MAX_PREEMPTIONS, $((SECONDS - started)) s, $([ "$status" = 0 ] && echo passed || echo FAILED)"

@@ -16,7 +16,7 @@ php=${PHP:-php}
 target_dir=${CARGO_TARGET_DIR:-$PWD/target}
 
 cargo build --release
-[ "${GANESHA_SHM_CARGO_TEST:-1}" = 0 ] || cargo test --release
+[ "${GANESHA_SHM_CARGO_TEST:-1}" = 0 ] || cargo test --release --workspace
 
 export GANESHA_SHM_EXT="$target_dir/release/libganesha_shm.so"
 phpunit=/usr/bin/phpunit

@@ -17,7 +17,7 @@ use Zeusi\GaneshaShmAdapter\Tests\Support\TestAdapter;
  */
 final class PathSegmentTest extends TestCase
 {
-    /** Header words, by index (src/segment.rs). */
+    /** Header words, by index (core/src/segment.rs). */
     private const WORD_LAYOUT_VERSION = 1;
     private const WORD_SEGMENT_BYTES = 2;
 
