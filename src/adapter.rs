@@ -27,7 +27,7 @@ use ext_php_rs::types::{ZendCallable, ZendHashTable, ZendObject, ZendStr, Zval};
 use crate::circuit::{self, Figures, Thresholds, STATUS_CALMED_DOWN};
 use crate::context::{self, StorageKeys};
 use crate::errors::{exception, php_error, storage_exception};
-use crate::metrics::{self, BucketView, ServiceTotals, ServiceView};
+use crate::metrics::{self, BucketView, Fleet, ServiceTotals, ServiceView};
 use crate::process;
 use crate::settings::{INI_MAX_KEY_LENGTH, INI_MAX_SERVICES};
 use crate::store::{Renewed, Store, StoreError, TableKind};
@@ -216,7 +216,8 @@ impl AbstractSlidingTimeWindowShm {
     pub fn decrement(&self, service: BinarySlice<u8>) -> PhpResult<()> {
         let (configured, now) = self.count_strategy("decrement")?;
         let store = process::store()?;
-        let renewed = store.change_count(&service, now, false, |count| count.saturating_sub(1)).map_err(storage_error)?;
+        let renewed =
+            store.change_count(&service, now, false, |count| count.saturating_sub(1)).map_err(storage_error)?;
         configured.keep_service(store, TableKind::Counters, &service, now, renewed);
         Ok(())
     }
@@ -309,6 +310,25 @@ fn snapshot_row(view: &ServiceView, counts_requests: bool) -> PhpResult<ZBox<Zen
         since.insert(name, value.min(i64::MAX as u64) as i64).map_err(php_error)?;
     }
     row.insert("totals", since).map_err(php_error)?;
+    // Fleet mode: the fleet's counts (this host's included) beside this host's, and whether
+    // they decide; null while the sidecar's last sync is too old to use.
+    match view.fleet {
+        Fleet::Off => {}
+        Fleet::Stale => row.insert("fleet", ()).map_err(php_error)?,
+        Fleet::Fresh { figures, decides } => {
+            let mut fleet = ZendHashTable::new();
+            for (name, value) in [
+                ("failures", zval(figures.failures as i64)?),
+                ("successes", zval(figures.successes as i64)?),
+                ("rejections", zval(figures.rejections as i64)?),
+                ("failure_rate", zval(circuit::failure_rate(&figures))?),
+                ("decides", zval(decides)?),
+            ] {
+                fleet.insert(name, value).map_err(php_error)?;
+            }
+            row.insert("fleet", fleet).map_err(php_error)?;
+        }
+    }
     if let Some(buckets) = &view.buckets {
         let mut list = ZendHashTable::new();
         for bucket in buckets {
@@ -378,6 +398,48 @@ impl From<Refusal> for PhpException {
     }
 }
 
+/// Fleet mode's `load()` of a Rate counter: the count of the view `circuit::fleet_view`
+/// chooses from this host's counts and the fleet's, while the sidecar's last sync is fresh;
+/// this host's own count otherwise, and for a key of no service of this configuration.
+fn load_in_fleet(
+    store: &Store<'_>,
+    key: &[u8],
+    window: &Window,
+    configured: &Configured,
+    now: u64,
+) -> Result<u64, StoreError> {
+    let fresh = process::fleet_state().is_some_and(|(sync, now_ms)| sync.is_fresh(now_ms));
+    let (Some(thresholds), Some((service, counter)), true) =
+        (configured.thresholds, configured.storage_keys.counter_of(key), fresh)
+    else {
+        return store.load(key, window, now);
+    };
+    let (own, fleet) = fleet_figures(store, &configured.storage_keys, service, window, now)?;
+    let view = circuit::fleet_view(thresholds, own, fleet);
+    Ok([view.successes, view.failures, view.rejections][counter])
+}
+
+/// A service's counts in the window at `now`: this host's own, and the fleet's (this host's
+/// included), as the fleet ring holds them.
+fn fleet_figures(
+    store: &Store<'_>,
+    keys: &StorageKeys,
+    service: &[u8],
+    window: &Window,
+    now: u64,
+) -> Result<(Figures, Figures), StoreError> {
+    let mut own = [0; 3];
+    let mut fleet = [0; 3];
+    for (counter, suffix) in keys.suffixes[..3].iter().enumerate() {
+        let (mine, others) = store.load_with_fleet(&[&keys.prefix[..], service, suffix].concat(), window, now)?;
+        own[counter] = mine;
+        fleet[counter] = mine.saturating_add(others);
+    }
+    let figures =
+        |[successes, failures, rejections]: [u64; 3]| Figures { failures, successes, rejections, ..Figures::default() };
+    Ok((figures(own), figures(fleet)))
+}
+
 /// The methods Ganesha calls on every request, registered by `hot::register`. Each takes the
 /// configuration and the time its caller read, and runs no PHP code: it refuses a call with a
 /// [`Refusal`], never an exception.
@@ -386,6 +448,7 @@ impl AbstractSlidingTimeWindowShm {
     fn load_at(&self, service: &[u8], configured: &Configured, now: u64) -> Result<i64, Refusal> {
         let store = process::store()?;
         let count = match &configured.strategy {
+            Strategy::Rate(window) if store.has_fleet() => load_in_fleet(store, service, window, configured, now),
             Strategy::Rate(window) => store.load(service, window, now),
             Strategy::Count => store.load_count(service, now),
         };
@@ -519,7 +582,30 @@ impl AbstractSlidingTimeWindowShm {
                         .map_err(storage_error)?
                         .unwrap_or(STATUS_CALMED_DOWN),
                 };
-                let state = circuit::state(thresholds, &figures, configured.interval_to_half_open as i64, now as i64);
+                let fleet = match &configured.strategy {
+                    Strategy::Rate(window) if store.has_fleet() => {
+                        if process::fleet_state().is_some_and(|(sync, now_ms)| sync.is_fresh(now_ms)) {
+                            let (_, counts) =
+                                fleet_figures(store, keys, &service, window, now).map_err(storage_error)?;
+                            let fleet_figures = Figures {
+                                last_failure_time: figures.last_failure_time,
+                                status: figures.status,
+                                ..counts
+                            };
+                            let decides = circuit::fleet_decides(thresholds, &figures, &fleet_figures);
+                            Fleet::Fresh { figures: fleet_figures, decides }
+                        } else {
+                            Fleet::Stale
+                        }
+                    }
+                    _ => Fleet::Off,
+                };
+                // What decides the circuit: this host's figures, or in fleet mode the fleet's.
+                let deciding = match fleet {
+                    Fleet::Fresh { figures: fleet_figures, decides: true } => fleet_figures,
+                    _ => figures,
+                };
+                let state = circuit::state(thresholds, &deciding, configured.interval_to_half_open as i64, now as i64);
                 let buckets = match &configured.strategy {
                     Strategy::Rate(window) if buckets => {
                         let counts = |suffix: &[u8]| {
@@ -558,7 +644,7 @@ impl AbstractSlidingTimeWindowShm {
                     // Ganesha claims the trial on the failure key (its `lastFailureKey()`).
                     trials: failed.others,
                 };
-                Ok(ServiceView { service, figures, state, buckets, totals })
+                Ok(ServiceView { service, figures, state, buckets, totals, fleet })
             })
             .collect()
     }

@@ -52,12 +52,21 @@ impl StorageKeys {
         self.suffixes.iter().find_map(|suffix| rest.strip_suffix(&suffix[..]))
     }
 
+    /// The service in `key` and which of its counters `key` is (0 success, 1 failure, 2
+    /// rejection, the order of `suffixes`), when `key` is a counter key of this configuration.
+    pub fn counter_of<'k>(&self, key: &'k [u8]) -> Option<(&'k [u8], usize)> {
+        let rest = key.strip_prefix(&self.prefix[..])?;
+        self.suffixes[..3]
+            .iter()
+            .enumerate()
+            .find_map(|(counter, suffix)| Some((rest.strip_suffix(&suffix[..])?, counter)))
+    }
+
     /// The keys of one service: its counts, its last failure time and its status.
     pub fn of_service(&self, service: &[u8]) -> [Vec<u8>; 5] {
         self.suffixes.each_ref().map(|suffix| [&self.prefix[..], service, suffix].concat())
     }
 }
-
 
 /// Ganesha's `Context::STRATEGY_COUNT`; every other strategy is a Rate one.
 const COUNT_STRATEGY: &[u8] = b"count";
@@ -160,9 +169,9 @@ pub fn read(context: &ZendObject) -> PhpResult<Read> {
         }
     };
     let long = |name: &ZendStr| {
-        setting(name)?.long().ok_or_else(|| {
-            not_a_context(&format!("{}() did not return an int", name.as_str().unwrap_or_default()))
-        })
+        setting(name)?
+            .long()
+            .ok_or_else(|| not_a_context(&format!("{}() did not return an int", name.as_str().unwrap_or_default())))
     };
     let optional_long = |name: &ZendStr| setting(name).ok().and_then(|value| value.long());
     let strategy = if strategy.as_bytes() == COUNT_STRATEGY {

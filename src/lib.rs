@@ -12,7 +12,7 @@
 //! * [`adapter`]: the PHP class;
 //! * [`module`]: what PHP registers, startup, phpinfo.
 
-use ganesha_shm_core::{circuit, segment, store, table, window};
+use ganesha_shm_core::{circuit, fleet, segment, store, table, window};
 
 mod adapter;
 mod context;

@@ -13,6 +13,19 @@ pub struct ServiceView {
     /// The window's buckets, oldest first, when asked for (not in the exposition).
     pub buckets: Option<Vec<BucketView>>,
     pub totals: ServiceTotals,
+    pub fleet: Fleet,
+}
+
+/// Fleet mode's view of a service, beside this host's own figures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fleet {
+    /// Not in fleet mode.
+    Off,
+    /// In fleet mode, with the sidecar's last sync too old: this host decides alone.
+    Stale,
+    /// The fleet's counts, this host's included, and whether they are what decides the
+    /// circuit now (see `circuit::fleet_view`).
+    Fresh { figures: Figures, decides: bool },
 }
 
 /// What a service's slots have counted since they were claimed.
@@ -105,6 +118,9 @@ pub fn exposition(services: &[ServiceView], store: &[(String, u64, &str)]) -> St
         "Requests of a service since its counters were created, by outcome (Count strategy: failures).",
         &|v| [v.totals.failures, v.totals.successes, v.totals.rejections],
     );
+    if services.iter().any(|view| view.fleet != Fleet::Off) {
+        fleet_families(&mut out, services);
+    }
     for (name, help, total) in [
         (
             "ganesha_shm_trips_total",
@@ -180,6 +196,39 @@ pub fn exposition(services: &[ServiceView], store: &[(String, u64, &str)]) -> St
     out
 }
 
+/// Fleet mode's families: the fleet's counts of each service, and whether they decide.
+fn fleet_families(out: &mut String, services: &[ServiceView]) {
+    let name = "ganesha_shm_fleet_requests";
+    family(
+        out,
+        name,
+        "gauge",
+        "Fleet mode: requests of a service in its current time window on every host of the fleet, by outcome, \
+         as the last sync saw them.",
+    );
+    for view in services {
+        if let Fleet::Fresh { figures, .. } = view.fleet {
+            let service = label(&view.service);
+            let counts =
+                [("failure", figures.failures), ("success", figures.successes), ("rejection", figures.rejections)];
+            for (outcome, count) in counts {
+                let _ = writeln!(out, "{name}{{service=\"{service}\",outcome=\"{outcome}\"}} {count}");
+            }
+        }
+    }
+    let name = "ganesha_shm_fleet_decides";
+    family(
+        out,
+        name,
+        "gauge",
+        "Fleet mode: 1 when the fleet's counts decide the circuit of a service, 0 when this host's own do.",
+    );
+    for view in services {
+        let decides = matches!(view.fleet, Fleet::Fresh { decides: true, .. });
+        let _ = writeln!(out, "{name}{{service=\"{}\"}} {}", label(&view.service), u8::from(decides));
+    }
+}
+
 /// One family of the store's figures: its name, its help, and its samples, each with the table
 /// it is about (none for the store-wide figures).
 type StoreFamily<'a> = (String, &'a str, Vec<(Option<&'a str>, u64)>);
@@ -216,6 +265,7 @@ mod tests {
             state: State::Open,
             buckets: None,
             totals: ServiceTotals { successes: 11, failures: 12, rejections: 13, trips: 2, calm_downs: 1, trials: 4 },
+            fleet: Fleet::Off,
         };
         let text =
             exposition(&[view], &[("claims_total".into(), 4, "Claims."), ("segment_bytes".into(), 128, "Size.")]);
@@ -275,6 +325,7 @@ mod tests {
             state: State::Closed,
             buckets: None,
             totals: ServiceTotals::default(),
+            fleet: Fleet::Off,
         };
         let text = exposition(&[view(b"\xff"), view(b"\xfe"), view(b"\\xFF")], &[]);
         assert_eq!(text.matches("ganesha_shm_trips_total{").count(), 3, "{text}");
@@ -297,9 +348,34 @@ mod tests {
             state: State::Closed,
             buckets: None,
             totals: ServiceTotals::default(),
+            fleet: Fleet::Off,
         };
         let text = exposition(&[view], &[]);
         assert!(!text.contains("ganesha_shm_failure_rate_percent{"));
         assert!(text.contains("ganesha_shm_circuit_open{service=\"idle\"} 0\n"));
+        assert!(!text.contains("fleet"), "no fleet families without fleet mode: {text}");
+    }
+
+    #[test]
+    fn fleet_mode_shows_the_fleet_beside_this_host() {
+        let own = Figures { failures: 2, successes: 1, rejections: 0, last_failure_time: None, status: 1 };
+        let fleet = Figures { failures: 30, successes: 4, rejections: 5, ..own };
+        let view = |service: &[u8], fleet| ServiceView {
+            service: service.to_vec(),
+            figures: own,
+            state: State::Open,
+            buckets: None,
+            totals: ServiceTotals::default(),
+            fleet,
+        };
+        let views = [view(b"a", Fleet::Fresh { figures: fleet, decides: true }), view(b"b", Fleet::Stale)];
+        let text = exposition(&views, &[]);
+        assert!(text.contains("ganesha_shm_requests{service=\"a\",outcome=\"failure\"} 2\n"), "{text}");
+        assert!(text.contains("ganesha_shm_fleet_requests{service=\"a\",outcome=\"failure\"} 30\n"), "{text}");
+        assert!(text.contains("ganesha_shm_fleet_requests{service=\"a\",outcome=\"rejection\"} 5\n"), "{text}");
+        assert!(!text.contains("ganesha_shm_fleet_requests{service=\"b\""), "stale counts are not shown: {text}");
+        assert!(
+            text.contains("ganesha_shm_fleet_decides{service=\"a\"} 1\nganesha_shm_fleet_decides{service=\"b\"} 0\n")
+        );
     }
 }

@@ -5,6 +5,7 @@
 use once_cell::sync::OnceCell;
 
 use crate::errors::{storage_exception, warn};
+use crate::fleet::{self, SyncState};
 use crate::segment::{guard, Backing, Segment, Settings};
 use crate::settings::{Startup, INI_PATH};
 use crate::store::{Layout, Store};
@@ -155,6 +156,13 @@ pub fn store() -> Result<&'static Store<'static>, Unavailable> {
     Ok(STORE.get_or_init(|| Store::new(segment)))
 }
 
+/// The fleet sidecar's state, in fleet mode (`ganesha_shm.fleet`), with the time it was read
+/// at (`fleet::monotonic_ms`).
+pub fn fleet_state() -> Option<(SyncState, u64)> {
+    let segment = segment().ok()?;
+    segment.layout().settings.fleet.then(|| (SyncState::read(segment.fleet_words()), fleet::monotonic_ms()))
+}
+
 /// The Unix time in seconds, read as PHP's and Ganesha's `time()` read it: with `time(NULL)`,
 /// a few times cheaper than `SystemTime::now()`, and never a second apart from Ganesha's.
 pub fn unix_time() -> u64 {
@@ -187,7 +195,7 @@ pub fn figures(segment: &Segment) -> Vec<(&'static str, u64, &'static str)> {
     let [counters, statuses] = Store::new(segment).usage(unix_time());
     // Relaxed: statistics.
     let stat = |word: &std::sync::atomic::AtomicU64| word.load(std::sync::atomic::Ordering::Relaxed);
-    vec![
+    let mut figures = vec![
         ("segment_bytes", layout.segment_bytes() as u64, "Size of the shared-memory segment."),
         ("layout_version", segment.layout_version(), "Version of the segment's layout."),
         ("max_services", layout.settings.max_services, "Services the store has room for (ganesha_shm.max_services)."),
@@ -226,11 +234,27 @@ pub fn figures(segment: &Segment) -> Vec<(&'static str, u64, &'static str)> {
         ("claims", stat(stats.claims), "Slots given to new keys."),
         ("reclaims", stat(stats.reclaims), "Slots given to new keys after their data expired."),
         ("full_errors", stat(stats.full_errors), "New keys refused because the store was full."),
-    ]
+    ];
+    if layout.settings.fleet {
+        let sync = SyncState::read(segment.fleet_words());
+        let now_ms = fleet::monotonic_ms();
+        figures.push((
+            "fleet_attached",
+            sync.is_fresh(now_ms) as u64,
+            "1 while the fleet's counts decide: the sidecar's last sync is at most two intervals old.",
+        ));
+        if let Some(age) = sync.age_ms(now_ms) {
+            figures.push(("fleet_sync_age_ms", age, "Milliseconds since the fleet sidecar's last sync."));
+        }
+        figures.push(("fleet_sync_interval_ms", sync.interval_ms, "The fleet sidecar's sync interval."));
+        figures.push(("fleet_hosts", sync.hosts, "Hosts whose counts the last sync read, this one included."));
+        figures.push(("fleet_sync_errors", sync.errors, "Syncs of the fleet sidecar that failed."));
+    }
+    figures
 }
 
 /// Names of the figures that only grow: `_total` counters in the metrics.
-const COUNTERS: [&str; 3] = ["claims", "reclaims", "full_errors"];
+const COUNTERS: [&str; 4] = ["claims", "reclaims", "full_errors", "fleet_sync_errors"];
 
 /// The store's figures for the metrics: name (counters end in `_total`), value, help.
 pub fn metric_figures() -> Result<Vec<(String, u64, &'static str)>, PhpException> {

@@ -14,9 +14,10 @@ pub const INI_MAX_KEY_LENGTH: &str = "ganesha_shm.max_key_length";
 pub const INI_MAX_BUCKETS: &str = "ganesha_shm.max_buckets";
 pub const INI_PATH: &str = "ganesha_shm.path";
 pub const INI_MODE: &str = "ganesha_shm.mode";
+pub const INI_FLEET: &str = "ganesha_shm.fleet";
 
 /// Every setting, in the order phpinfo() lists them.
-pub const ALL: [&str; 5] = [INI_MAX_SERVICES, INI_MAX_KEY_LENGTH, INI_MAX_BUCKETS, INI_PATH, INI_MODE];
+pub const ALL: [&str; 6] = [INI_MAX_SERVICES, INI_MAX_KEY_LENGTH, INI_MAX_BUCKETS, INI_PATH, INI_MODE, INI_FLEET];
 
 const DEFAULT_MAX_SERVICES: u64 = 1024;
 const DEFAULT_MAX_KEY_LENGTH: u64 = 160;
@@ -24,12 +25,13 @@ const DEFAULT_MAX_BUCKETS: u64 = 120;
 const DEFAULT_MODE: u32 = 0o600;
 
 /// The settings as PHP registers them (the defaults are the constants above, as text).
-pub static INI_ENTRIES: IniEntryDefs<6> = IniEntryDefs::new([
+pub static INI_ENTRIES: IniEntryDefs<7> = IniEntryDefs::new([
     IniEntryDef::new(c"ganesha_shm.max_services", c"1024", IniEntryPermission::System),
     IniEntryDef::new(c"ganesha_shm.max_key_length", c"160", IniEntryPermission::System),
     IniEntryDef::new(c"ganesha_shm.max_buckets", c"120", IniEntryPermission::System),
     IniEntryDef::new(c"ganesha_shm.path", c"", IniEntryPermission::System),
     IniEntryDef::new(c"ganesha_shm.mode", c"0600", IniEntryPermission::System),
+    IniEntryDef::new(c"ganesha_shm.fleet", c"0", IniEntryPermission::System),
     IniEntryDef::end(),
 ]);
 
@@ -51,8 +53,10 @@ pub fn register_and_read(module_number: i32) -> Startup {
         max_services: whole_number(&ini, INI_MAX_SERVICES, DEFAULT_MAX_SERVICES, Settings::MAX_SERVICES_RANGE),
         max_key_length: whole_number(&ini, INI_MAX_KEY_LENGTH, DEFAULT_MAX_KEY_LENGTH, Settings::MAX_KEY_LENGTH_RANGE),
         max_buckets: whole_number(&ini, INI_MAX_BUCKETS, DEFAULT_MAX_BUCKETS, Settings::MAX_BUCKETS_RANGE),
+        fleet: false,
     };
     let path = ini.get(INI_PATH).cloned().flatten().filter(|path| !path.is_empty());
+    let settings = Settings { fleet: fleet(&ini, path.is_some()), ..settings };
     let mode = if path.is_some() { mode(&ini) } else { DEFAULT_MODE };
     Startup { settings, path, mode }
 }
@@ -75,6 +79,24 @@ fn whole_number(ini: &HashMap<String, Option<String>>, name: &str, default: u64,
             default
         }
     }
+}
+
+/// `ganesha_shm.fleet`: 0 or 1 (PHP's boolean words too). Fleet mode needs a segment file,
+/// which the sidecar attaches to; without `ganesha_shm.path` it is a startup warning and off.
+fn fleet(ini: &HashMap<String, Option<String>>, has_path: bool) -> bool {
+    let raw = ini.get(INI_FLEET).cloned().flatten().unwrap_or_default();
+    let on = match raw.trim().to_ascii_lowercase().as_str() {
+        "" | "0" | "off" | "false" | "no" => false,
+        "1" | "on" | "true" | "yes" => true,
+        _ => {
+            warn(&format!("{INI_FLEET}={raw:?} is not 0 or 1; fleet mode is off"));
+            false
+        }
+    };
+    if on && !has_path {
+        warn(&format!("{INI_FLEET}=1 needs {INI_PATH} (the fleet sidecar attaches to that file); fleet mode is off"));
+    }
+    on && has_path
 }
 
 /// `ganesha_shm.mode`: octal permissions for a new segment file and the most an existing one

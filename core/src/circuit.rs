@@ -85,6 +85,26 @@ pub fn state(thresholds: Thresholds, figures: &Figures, interval_to_half_open: i
     }
 }
 
+/// Fleet mode: the counts a service's failure, success and rejection counters answer with,
+/// given this host's own (`own`) and the fleet's, this host's included (`fleet`). The view that
+/// shows the circuit in more trouble decides: this host's own counts when they trip the circuit
+/// (a host whose route to the dependency is broken trips as it does alone) or when the fleet's
+/// do not either (a host with no fleet evidence behaves as alone), else the fleet's. Both views
+/// are answered whole, so that Ganesha's three loads of one decision read one view.
+pub fn fleet_view(thresholds: Thresholds, own: Figures, fleet: Figures) -> Figures {
+    if fleet_decides(thresholds, &own, &fleet) {
+        fleet
+    } else {
+        own
+    }
+}
+
+/// Whether the fleet's figures decide (see [`fleet_view`]): they trip the circuit and this
+/// host's own do not.
+pub fn fleet_decides(thresholds: Thresholds, own: &Figures, fleet: &Figures) -> bool {
+    closed(thresholds, own) && !closed(thresholds, fleet)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -121,6 +141,19 @@ mod tests {
         assert_eq!(state(count, &figures(2, 0, 0), 5, 1_001), State::Closed);
         assert_eq!(state(count, &figures(3, 0, 0), 5, 1_001), State::Open);
         assert_eq!(state(count, &figures(3, 0, 0), 5, 1_010), State::HalfOpen);
+    }
+
+    #[test]
+    fn the_fleet_view_decides_only_when_it_alone_trips() {
+        let (own_trips, own_healthy) = (figures(10, 0, 0), figures(1, 2, 0));
+        let (fleet_trips, fleet_healthy) = (figures(30, 10, 0), figures(11, 1_000, 0));
+        assert_eq!(fleet_view(RATE, own_trips, fleet_healthy), own_trips, "a host's own evidence is never hidden");
+        assert_eq!(fleet_view(RATE, own_healthy, fleet_trips), fleet_trips, "the fleet's evidence trips the host");
+        assert_eq!(fleet_view(RATE, own_healthy, fleet_healthy), own_healthy);
+        assert_eq!(fleet_view(RATE, own_trips, fleet_trips), own_trips);
+        let under_minimum = figures(4, 0, 0);
+        assert_eq!(state(RATE, &under_minimum, 5, 1_001), State::Closed, "alone, 4 failures are too few");
+        assert_eq!(state(RATE, &fleet_view(RATE, under_minimum, figures(12, 0, 0)), 5, 1_001), State::Open);
     }
 
     #[test]

@@ -8,12 +8,15 @@
 //! * [`window`]: bucket arithmetic and word encodings, pure;
 //! * [`table`]: the lock-free hash table from keys to slots;
 //! * [`circuit`]: what Ganesha would decide for a service, from its figures, pure;
-//! * [`store`]: Ganesha's storage operations over the tables.
+//! * [`store`]: Ganesha's storage operations over the tables;
+//! * [`fleet`]: what the hosts of a fleet share, and how a segment holds it.
 
 // Under loom most of the crate is left out, so what only it uses is unused there.
 #![cfg_attr(loom, allow(dead_code, unused_imports))]
 
 pub mod circuit;
+#[cfg(not(loom))]
+pub mod fleet;
 #[cfg(loom)]
 mod loom_tests;
 // Model-based (proptest) tests of the store against an in-memory model.

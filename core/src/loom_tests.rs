@@ -39,7 +39,7 @@ fn counter_shape() -> Shape {
     Shape {
         slots: COUNTER_SLOTS,
         capacity: COUNTER_SLOTS,
-        payload_words: counter_payload_words(RING),
+        payload_words: counter_payload_words(RING, false),
         max_key_length: 6,
     }
 }
@@ -175,7 +175,9 @@ fn a_creator_stopped_at_any_step_blocks_nobody() {
         let fixture = Fixture::new();
         let stopped = {
             let fixture = Arc::clone(&fixture);
-            loom::thread::spawn(move || run_stopping_after(Some(n), || fixture.store().increment(b"k", &window(), 100).map(|_| ())))
+            loom::thread::spawn(move || {
+                run_stopping_after(Some(n), || fixture.store().increment(b"k", &window(), 100).map(|_| ()))
+            })
         };
         let other = {
             let fixture = Arc::clone(&fixture);
@@ -222,7 +224,9 @@ fn a_creator_stopped_at_any_step_never_makes_the_same_key_full() {
         table(&words).find_or_insert(&x, 100, 200).unwrap();
         let stopped = {
             let (words, k) = (Arc::clone(&words), k.clone());
-            loom::thread::spawn(move || run_stopping_after(Some(n), || table(&words).find_or_insert(&k, 100, 200).is_ok()))
+            loom::thread::spawn(move || {
+                run_stopping_after(Some(n), || table(&words).find_or_insert(&k, 100, 200).is_ok())
+            })
         };
         let a = stopped.join().unwrap();
         let claim_in_progress = table(&words).usage(100).claiming > 0;
@@ -357,7 +361,9 @@ fn count_changes_are_exact() {
         };
         let down = {
             let fixture = Arc::clone(&fixture);
-            loom::thread::spawn(move || fixture.store().change_count(b"c", 101, false, |c| c.saturating_sub(1)).map(|_| ()))
+            loom::thread::spawn(move || {
+                fixture.store().change_count(b"c", 101, false, |c| c.saturating_sub(1)).map(|_| ())
+            })
         };
         let up = up.join().unwrap();
         assert_eq!(down.join().unwrap(), Ok(()));

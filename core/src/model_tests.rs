@@ -685,7 +685,12 @@ fn run_scenario(scenario: &Scenario, monotone: bool) -> Result<(), TestCaseError
     // The rings as short as this window allows: what `ganesha_shm.max_buckets` set to the
     // window's buckets gives.
     let max_buckets = Window::new(spec.time_window as i64, spec.bucket_duration, MAX_BUCKETS).unwrap().window_buckets();
-    let settings = Settings { max_services: scenario.max_services, max_key_length: MAX_KEY_LENGTH as u64, max_buckets };
+    let settings = Settings {
+        max_services: scenario.max_services,
+        max_key_length: MAX_KEY_LENGTH as u64,
+        max_buckets,
+        fleet: false,
+    };
     let segment = Segment::create_anonymous(Layout::regions(settings)).unwrap();
     let store = Store::new(&segment);
     let window = Window::new(spec.time_window as i64, spec.bucket_duration, max_buckets).unwrap();
@@ -790,7 +795,7 @@ proptest! {
         seeds in prop::collection::vec(any::<u64>(), 2..=4),
         length in 20_000usize..=60_000,
     ) {
-        let segment = Segment::create_anonymous(Layout::regions(Settings { max_services: 2, max_key_length: 16, max_buckets: MAX_BUCKETS })).unwrap();
+        let segment = Segment::create_anonymous(Layout::regions(Settings { max_services: 2, max_key_length: 16, max_buckets: MAX_BUCKETS, fleet: false })).unwrap();
         let window = Window::new(window.time_window as i64, window.bucket_duration, MAX_BUCKETS).unwrap();
         let start = std::sync::Barrier::new(seeds.len());
         let now = T0;
@@ -856,7 +861,7 @@ proptest! {
         threads in prop::collection::vec((any::<u64>(), 0u64..=5), 2..=3),
         length in 2_000usize..=6_000,
     ) {
-        let segment = Segment::create_anonymous(Layout::regions(Settings { max_services: 3, max_key_length: 16, max_buckets: MAX_BUCKETS })).unwrap();
+        let segment = Segment::create_anonymous(Layout::regions(Settings { max_services: 3, max_key_length: 16, max_buckets: MAX_BUCKETS, fleet: false })).unwrap();
         let window = Window::new(60, None, MAX_BUCKETS).unwrap();
         let counted: Vec<Vec<u64>> = std::thread::scope(|scope| {
             let handles: Vec<_> = threads

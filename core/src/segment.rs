@@ -48,12 +48,21 @@ mod header {
     /// The process-id namespace of the creator (see [`super::Segment::checks_claimers`]).
     pub const PID_NAMESPACE: usize = 10;
     pub const MAX_BUCKETS: usize = 11;
+    /// Whether the counters keep a ring of the fleet's counts beside their own (1) or not (0).
+    /// Segments made before fleet mode have 0 here.
+    pub const FLEET: usize = 12;
+    /// The [`super::FLEET_WORDS`] words the fleet sidecar writes (see `fleet`).
+    pub const FLEET_SYNC: usize = 13;
     /// Header length; the rest of the first cache lines is left for later versions.
     pub const WORDS: usize = 16;
 }
 
 /// Statistics words the header keeps for the layers above.
 pub const STATS_WORDS: usize = 3;
+
+/// Words the header keeps for the fleet sidecar's state (see `fleet::SyncState`).
+pub const FLEET_WORDS: usize = 3;
+const _: () = assert!(header::FLEET_SYNC + FLEET_WORDS <= header::WORDS, "the fleet's words fit in the header");
 
 /// Bytes of the header.
 pub const HEADER_BYTES: usize = header::WORDS * 8;
@@ -67,6 +76,9 @@ pub struct Settings {
     pub max_key_length: u64,
     /// Most buckets a time window may be split into: what each counter's ring is sized for.
     pub max_buckets: u64,
+    /// Fleet mode: each counter also keeps the counts the other hosts of its fleet published,
+    /// which the fleet sidecar writes (see `fleet`).
+    pub fleet: bool,
 }
 
 impl Settings {
@@ -86,8 +98,11 @@ impl fmt::Display for Settings {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "max_services={}, max_key_length={}, max_buckets={}",
-            self.max_services, self.max_key_length, self.max_buckets
+            "max_services={}, max_key_length={}, max_buckets={}, fleet={}",
+            self.max_services,
+            self.max_key_length,
+            self.max_buckets,
+            if self.fleet { "on" } else { "off" }
         )
     }
 }
@@ -129,17 +144,35 @@ pub enum Backing {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Refusal {
     NotAbsolute,
-    Io { doing: &'static str, error: String },
+    Io {
+        doing: &'static str,
+        error: String,
+    },
     NotRegularFile,
-    Owner { uid: u32, euid: u32 },
-    Mode { mode: u32, allowed: u32 },
+    Owner {
+        uid: u32,
+        euid: u32,
+    },
+    Mode {
+        mode: u32,
+        allowed: u32,
+    },
     /// The file grants its group access, and its group is neither this process's nor its
     /// setgid directory's.
-    Group { gid: u32, allowed: Vec<u32> },
+    Group {
+        gid: u32,
+        allowed: Vec<u32>,
+    },
     /// A directory on the path cannot be trusted to hold the file: `path` is that directory.
-    Directory { path: PathBuf, why: DirectoryFault },
+    Directory {
+        path: PathBuf,
+        why: DirectoryFault,
+    },
     Header(HeaderError),
-    Size { bytes: u64, expected: u64 },
+    Size {
+        bytes: u64,
+        expected: u64,
+    },
 }
 
 /// Why a directory on the path of the segment file is refused.
@@ -240,6 +273,7 @@ fn header_words(layout: &Regions, hash_seed: u64, pid_namespace: u64) -> [u64; h
     words[header::HASH_SEED] = hash_seed;
     words[header::PID_NAMESPACE] = pid_namespace;
     words[header::MAX_BUCKETS] = layout.settings.max_buckets;
+    words[header::FLEET] = layout.settings.fleet as u64;
     words
 }
 
@@ -262,6 +296,11 @@ pub fn parse_header(bytes: &[u8], layout_of: LayoutOf) -> Result<Regions, Header
         max_services: word(header::MAX_SERVICES),
         max_key_length: word(header::MAX_KEY_LENGTH),
         max_buckets: word(header::MAX_BUCKETS),
+        fleet: match word(header::FLEET) {
+            0 => false,
+            1 => true,
+            _ => return Err(HeaderError::Corrupt { what: "fleet mode" }),
+        },
     };
     if !settings.in_range() {
         return Err(HeaderError::Corrupt { what: "settings out of range" });
@@ -281,7 +320,10 @@ pub fn parse_header(bytes: &[u8], layout_of: LayoutOf) -> Result<Regions, Header
 enum Mapping {
     Made(MmapRaw),
     /// `len`: the segment's bytes; the mapping spans them rounded up to whole pages.
-    Adopted { leftover: Leftover, len: usize },
+    Adopted {
+        leftover: Leftover,
+        len: usize,
+    },
 }
 
 impl Mapping {
@@ -410,7 +452,8 @@ impl Segment {
                 // and sealed against shrinking; its words are read atomically, as everywhere.
                 let header = unsafe { std::slice::from_raw_parts(leftover.start as *const AtomicU64, header::WORDS) };
                 // Relaxed: written before the segment was shared, by the image that made it.
-                let bytes: Vec<u8> = header.iter().flat_map(|word| word.load(Ordering::Relaxed).to_ne_bytes()).collect();
+                let bytes: Vec<u8> =
+                    header.iter().flat_map(|word| word.load(Ordering::Relaxed).to_ne_bytes()).collect();
                 parse_header(&bytes, layout_of).is_ok_and(|found| found == layout)
             };
             if fits && adopted.is_none() {
@@ -435,7 +478,9 @@ impl Segment {
         if !path.is_absolute() {
             return Err(Refusal::NotAbsolute);
         }
-        let name = path.file_name().ok_or(Refusal::Directory { path: path.to_path_buf(), why: DirectoryFault::NotCanonical })?;
+        let name = path
+            .file_name()
+            .ok_or(Refusal::Directory { path: path.to_path_buf(), why: DirectoryFault::NotCanonical })?;
         let name = std::ffi::CString::new(name.as_encoded_bytes())
             .map_err(|_| Refusal::Io { doing: "open it", error: "the path holds a NUL byte".into() })?;
         let directory = TrustedDirectory::open(path.parent().unwrap_or(Path::new("/")))?;
@@ -561,12 +606,15 @@ impl Segment {
             let name = path.file_name().map(|name| name.to_string_lossy().into_owned()).unwrap_or_default();
             // A file this process created shows the temporary name it was written under.
             let temporary = format!("{}/.{name}.", path.parent().map(|dir| dir.to_string_lossy()).unwrap_or_default());
-            (leftover.device, leftover.inode) == ((libc::major(metadata.dev()), libc::minor(metadata.dev())), metadata.ino())
+            (leftover.device, leftover.inode)
+                == ((libc::major(metadata.dev()), libc::minor(metadata.dev())), metadata.ino())
                 || leftover.path == shown
                 || leftover.path == format!("{shown} (deleted)")
                 || leftover.path.starts_with(&temporary) && leftover.path.ends_with(".tmp (deleted)")
         };
-        for leftover in Leftover::find(|leftover| leftover.start != own && (leftover.path == MEMFD_PATH || of_the_file(leftover))) {
+        for leftover in
+            Leftover::find(|leftover| leftover.start != own && (leftover.path == MEMFD_PATH || of_the_file(leftover)))
+        {
             // SAFETY: left by an earlier image, as the caller promises.
             unsafe { leftover.unmap() };
         }
@@ -644,6 +692,12 @@ impl Segment {
         &self.words()[header::STATS..header::STATS + STATS_WORDS]
     }
 
+    /// The [`FLEET_WORDS`] words of the fleet sidecar's state: the sidecar writes them, any
+    /// process reads them.
+    pub fn fleet_words(&self) -> &[AtomicU64] {
+        &self.words()[header::FLEET_SYNC..header::FLEET_SYNC + FLEET_WORDS]
+    }
+
     /// The words of region `index` of the layout.
     pub fn region(&self, index: usize) -> &[AtomicU64] {
         let start = header::WORDS + self.layout.words[..index].iter().sum::<usize>();
@@ -703,9 +757,12 @@ pub mod guard {
         if !matches!(segment.backing, Backing::File(_)) || LENGTH.load(Ordering::Relaxed) != 0 {
             return;
         }
-        for (word, value) in HEADER.iter().zip(&segment.words()[..header::WORDS]) {
+        for (index, (word, value)) in HEADER.iter().zip(&segment.words()[..header::WORDS]).enumerate() {
+            // The fleet's state is left out: a segment restored from this copy has no fleet view
+            // until the sidecar syncs again, rather than one that looks as fresh as at startup.
+            let fleet = (header::FLEET_SYNC..header::FLEET_SYNC + super::FLEET_WORDS).contains(&index);
             // Relaxed: read and written before the handler is installed.
-            word.store(value.load(Ordering::Relaxed), Ordering::Relaxed);
+            word.store(if fleet { 0 } else { value.load(Ordering::Relaxed) }, Ordering::Relaxed);
         }
         START.store(segment.map.ptr() as usize, Ordering::Relaxed);
         LENGTH.store(segment.map.len().next_multiple_of(page_size()), Ordering::Relaxed);
@@ -930,7 +987,11 @@ impl TrustedDirectory {
         // SAFETY: openat with a NUL-terminated name and a directory descriptor this process
         // holds (or AT_FDCWD); a new descriptor is owned by nobody else.
         let fd = unsafe {
-            let fd = libc::openat(at, name.as_ptr(), libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC);
+            let fd = libc::openat(
+                at,
+                name.as_ptr(),
+                libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+            );
             if fd < 0 {
                 return Err(refuse(DirectoryFault::Open(io::Error::last_os_error().to_string())));
             }
@@ -1050,7 +1111,7 @@ pub(crate) mod tests {
     use std::fs::OpenOptions;
 
     pub(crate) fn settings(max_services: u64) -> Settings {
-        Settings { max_services, max_key_length: 160, max_buckets: 120 }
+        Settings { max_services, max_key_length: 160, max_buckets: 120, fleet: false }
     }
 
     /// A layout of two regions for the segment's own tests, shaped like the store's.
@@ -1266,7 +1327,10 @@ pub(crate) mod tests {
         );
         assert!(!dir.file("target").join("circuits").exists(), "nothing created where the link points");
         let dotted = dir.file("target").join("..").join("target").join("circuits");
-        assert!(matches!(refusal(&dotted, settings(1), 0o600), Refusal::Directory { why: DirectoryFault::NotCanonical, .. }));
+        assert!(matches!(
+            refusal(&dotted, settings(1), 0o600),
+            Refusal::Directory { why: DirectoryFault::NotCanonical, .. }
+        ));
         assert!(open(&dir.file("target").join("circuits"), settings(1), 0o600).is_ok(), "the real directory is fine");
     }
 
@@ -1390,7 +1454,7 @@ pub(crate) mod tests {
 
         /// Header words the parser checks; the others (seed, statistics, namespace, spare) may
         /// hold anything.
-        const CHECKED: [usize; 7] = [
+        const CHECKED: [usize; 8] = [
             header::MAGIC,
             header::LAYOUT_VERSION,
             header::SEGMENT_BYTES,
@@ -1398,6 +1462,7 @@ pub(crate) mod tests {
             header::MAX_KEY_LENGTH,
             header::RING_BUCKETS,
             header::MAX_BUCKETS,
+            header::FLEET,
         ];
 
         proptest! {
@@ -1439,7 +1504,7 @@ pub(crate) mod tests {
                 index in 0..header::WORDS,
                 value in prop_oneof![any::<u64>(), 0u64..10_000_000],
             ) {
-                let layout = regions(Settings { max_services, max_key_length, max_buckets });
+                let layout = regions(Settings { max_services, max_key_length, max_buckets, fleet: false });
                 let mut words = header_words(&layout, 7, 9);
                 words[index] = value;
                 match parse_header(&header_bytes(&words), regions) {
@@ -1448,6 +1513,7 @@ pub(crate) mod tests {
                         prop_assert_eq!(parsed.settings.max_services, words[header::MAX_SERVICES]);
                         prop_assert_eq!(parsed.settings.max_key_length, words[header::MAX_KEY_LENGTH]);
                         prop_assert_eq!(parsed.settings.max_buckets, words[header::MAX_BUCKETS]);
+                        prop_assert_eq!(parsed.settings.fleet as u64, words[header::FLEET]);
                     }
                     Err(_) => prop_assert!(CHECKED.contains(&index), "word {} is not checked", index),
                 }
@@ -1504,7 +1570,10 @@ mod restarts {
         let mut status = 0;
         // SAFETY: waits for the child just forked; `status` outlives the call.
         assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
-        assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, "the scenario failed in the child (status {status})");
+        assert!(
+            libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+            "the scenario failed in the child (status {status})"
+        );
     }
 
     /// An earlier image's anonymous segment of the same settings is adopted, with its words; one
@@ -1519,7 +1588,8 @@ mod restarts {
             std::mem::forget(first); // the image is unloaded with its statics
             for _ in 0..5 {
                 // SAFETY: nothing in this process uses the forgotten segment any more.
-                let adopted = unsafe { Segment::adopt_anonymous(layout, regions) }.expect("the segment left is adopted");
+                let adopted =
+                    unsafe { Segment::adopt_anonymous(layout, regions) }.expect("the segment left is adopted");
                 assert_eq!(adopted.region(0)[7].load(Ordering::SeqCst), 42, "its words are kept");
                 assert_eq!(adopted.hash_seed(), seed);
                 // SAFETY: as above.

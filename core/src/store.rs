@@ -18,7 +18,7 @@ use crate::segment::{Regions, Segment, Settings};
 use crate::table::{Entry, Table, TableError, Usage};
 #[cfg(not(loom))]
 use crate::table::{Shape, Stats};
-use crate::window::{generation_byte, timed, total, BucketWord, CountWord, Ring, Window, COUNT_TTL, STATUS_TTL};
+use crate::window::{generation_byte, timed, total, BucketWord, CountWord, Lap, Ring, Window, COUNT_TTL, STATUS_TTL};
 
 /// Payload word of a counter slot holding the last failure time, and its expiry.
 const LAST_FAILURE_VALUE: usize = 0;
@@ -40,9 +40,11 @@ const TRIPS: usize = 2;
 const CALM_DOWNS: usize = 3;
 
 /// Payload words of a counter slot: the last failure time (value, expiry), the Count
-/// strategy's counter, two totals, then the ring of buckets.
-pub const fn counter_payload_words(ring: Ring) -> usize {
-    RING + ring.len() as usize
+/// strategy's counter, two totals, then the ring of buckets; in fleet mode, then a second ring
+/// of the same buckets holding the counts the fleet's other hosts published (written by the
+/// fleet sidecar alone).
+pub const fn counter_payload_words(ring: Ring, fleet: bool) -> usize {
+    RING + ring.len() as usize * (1 + fleet as usize)
 }
 
 /// Payload words of a status slot: the status (value, expiry), two totals.
@@ -130,7 +132,7 @@ impl Layout {
             settings,
             counters: shape(
                 (settings.max_services * COUNTERS_PER_SERVICE) as usize,
-                counter_payload_words(Self::ring(settings)),
+                counter_payload_words(Self::ring(settings), settings.fleet),
             ),
             statuses: shape(settings.max_services as usize, STATUS_PAYLOAD_WORDS),
         }
@@ -181,6 +183,19 @@ pub struct Store<'a> {
     statuses: Table<'a>,
     /// The ring of every counter slot.
     ring: Ring,
+    /// Fleet mode: the first payload word of the fleet's ring in every counter slot.
+    fleet_ring: Option<usize>,
+}
+
+/// A counter's own buckets, as the fleet sidecar publishes them: each non-empty word of its
+/// ring, by position, whatever its lap (the readers' windows judge which are current).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OwnBuckets {
+    pub key: Vec<u8>,
+    /// Until when the slot is kept (the data's lifetime, on this host's clock).
+    pub kept_until: u64,
+    /// `(ring position, lap, count)`, by position.
+    pub buckets: Vec<(usize, Lap, u64)>,
 }
 
 impl<'a> Store<'a> {
@@ -193,13 +208,14 @@ impl<'a> Store<'a> {
             counters: Table::new(segment.region(0), layout.counters, seed, checks, stats, init_counter),
             statuses: Table::new(segment.region(1), layout.statuses, seed, checks, stats, init_status),
             ring: Layout::ring(layout.settings),
+            fleet_ring: layout.settings.fleet.then(|| RING + Layout::ring(layout.settings).len() as usize),
         }
     }
 
     /// A store over two tables built elsewhere (the model checker, and tests).
     #[cfg(any(test, loom))]
     pub fn from_tables(counters: Table<'a>, statuses: Table<'a>, ring: Ring) -> Self {
-        Self { counters, statuses, ring }
+        Self { counters, statuses, ring, fleet_ring: None }
     }
 
     /// How many LIVE counter slots hold `key`.
@@ -312,6 +328,95 @@ impl<'a> Store<'a> {
             let count = if word.generation() == generation { word.count_in(lap) } else { 0 };
             f(acc, bucket, count)
         }))
+    }
+
+    /// Whether the counters keep the fleet's ring (fleet mode).
+    pub fn has_fleet(&self) -> bool {
+        self.fleet_ring.is_some()
+    }
+
+    /// The events of `key` in the window at `now`: this host's, and those the fleet's other
+    /// hosts published at the sidecar's last sync (0 without fleet mode). Both rings are read
+    /// at the same buckets, so the fleet's events leave the window as this host's do.
+    pub fn load_with_fleet(&self, key: &[u8], window: &Window, now: u64) -> Result<(u64, u64), StoreError> {
+        let Some(fleet_ring) = self.fleet_ring else {
+            return Ok((self.load(key, window, now)?, 0));
+        };
+        let Some(entry) = self.find(TableKind::Counters, key)? else {
+            return Ok((0, 0));
+        };
+        let generation = BucketWord::generation_of(entry.generation());
+        let (own, fleet) = (&entry.payload()[RING..], &entry.payload()[fleet_ring..]);
+        let buckets = window.buckets_at(now);
+        let positions = self.ring.positions_from(*buckets.start());
+        Ok(buckets.zip(positions).fold((0, 0), |(own_sum, fleet_sum), (_, (index, lap))| {
+            // Relaxed: each count stands alone, as in `fold_buckets`.
+            let count = |ring: &[AtomicU64]| {
+                let word = BucketWord(ring[index].load(Ordering::Relaxed));
+                if word.generation() == generation {
+                    word.count_in(lap)
+                } else {
+                    0
+                }
+            };
+            (own_sum + count(own), fleet_sum + count(fleet))
+        }))
+    }
+
+    /// Every live counter's own buckets that hold events (fleet mode's export; the Count
+    /// strategy's counters, which have none, are left out).
+    pub fn own_buckets(&self, now: u64) -> Vec<OwnBuckets> {
+        self.counters
+            .live_entries(now)
+            .into_iter()
+            .filter_map(|(key, entry)| {
+                let generation = BucketWord::generation_of(entry.generation());
+                let buckets: Vec<_> = entry.payload()[RING..RING + self.ring.len() as usize]
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(index, word)| {
+                        // Relaxed: validated as a whole by `is_current` below.
+                        let word = BucketWord(word.load(Ordering::Relaxed));
+                        (word.generation() == generation && word.count() > 0).then(|| (index, word.lap(), word.count()))
+                    })
+                    .collect();
+                (!buckets.is_empty() && entry.is_current()).then(|| OwnBuckets {
+                    key,
+                    kept_until: entry.kept_until(),
+                    buckets,
+                })
+            })
+            .collect()
+    }
+
+    /// Writes the counts the fleet's other hosts published for `key` into its fleet ring:
+    /// `buckets[position]` is the newest lap seen at that position with its summed count, or
+    /// `None` to leave the word as it is. Creates the key (kept until `keep_until`) when this
+    /// host has none, so that a host trips on the fleet's evidence before its own first call.
+    /// Does nothing without fleet mode.
+    pub fn write_fleet_buckets(
+        &self,
+        key: &[u8],
+        now: u64,
+        keep_until: u64,
+        buckets: &[Option<(Lap, u64)>],
+    ) -> Result<(), StoreError> {
+        let Some(fleet_ring) = self.fleet_ring else {
+            return Ok(());
+        };
+        debug_assert_eq!(buckets.len(), self.ring.len() as usize);
+        self.write(TableKind::Counters, key, now, keep_until.saturating_sub(now), true, |entry| {
+            let generation = BucketWord::generation_of(entry.generation());
+            buckets.iter().enumerate().all(|(index, bucket)| {
+                let Some((lap, count)) = *bucket else { return true };
+                let next = BucketWord::holding(generation, lap, count).0;
+                // False only once the slot is no longer this key's: then it is looked up again.
+                update_word(&entry.payload()[fleet_ring + index], entry, |word| {
+                    (BucketWord(word).generation() == generation).then_some(next)
+                })
+            })
+        })
+        .map(|_| ())
     }
 
     /// The Count strategy's counter of `key` (0 when absent or expired).
@@ -673,6 +778,7 @@ mod tests {
             max_services,
             max_key_length: 64,
             max_buckets: MAX_BUCKETS,
+            fleet: false,
         }))
         .unwrap()
     }
@@ -705,7 +811,10 @@ mod tests {
         fn shapes(max_services: usize) -> [Shape; 2] {
             let shape =
                 |capacity, payload_words| Shape { slots: capacity, capacity, payload_words, max_key_length: 64 };
-            [shape(3 * max_services, counter_payload_words(RING_OF_TESTS)), shape(max_services, STATUS_PAYLOAD_WORDS)]
+            [
+                shape(3 * max_services, counter_payload_words(RING_OF_TESTS, false)),
+                shape(max_services, STATUS_PAYLOAD_WORDS),
+            ]
         }
 
         fn store(&self) -> Store<'_> {
@@ -721,10 +830,103 @@ mod tests {
 
     const T0: u64 = 1_800_000_000;
 
+    fn fleet_segment(max_services: u64) -> Segment {
+        let settings = Settings { max_services, max_key_length: 64, max_buckets: MAX_BUCKETS, fleet: true };
+        Segment::create_anonymous(Layout::regions(settings)).unwrap()
+    }
+
+    #[test]
+    fn fleet_mode_gives_every_counter_a_second_ring() {
+        let settings = Settings { max_services: 1024, max_key_length: 160, max_buckets: 120, fleet: true };
+        let layout = Layout::new(settings);
+        // 1264 bytes as without fleet mode, and a ring of 122 words more
+        assert_eq!(layout.counters.slot_words() * 8, 1264 + 122 * 8);
+        assert_eq!(layout.bytes_per_service(), 10500);
+    }
+
+    #[test]
+    fn the_fleet_ring_adds_to_loads_over_the_same_window() {
+        let segment = fleet_segment(4);
+        let store = Store::new(&segment);
+        let window = window(60, Some(10));
+        let now = 1_000_000;
+        for _ in 0..3 {
+            store.increment(b"k", &window, now).unwrap();
+        }
+        store.increment(b"k", &window, now - 20).unwrap();
+        let own = store.own_buckets(now);
+        assert_eq!(own.len(), 1);
+        let ring = RING_OF_TESTS;
+        let at = |time: u64| {
+            let (position, lap) = ring.position(window.bucket_at(time));
+            (position, lap)
+        };
+        let (current, current_lap) = at(now);
+        let (older, older_lap) = at(now - 20);
+        let mut buckets = own[0].buckets.clone();
+        buckets.sort_by_key(|bucket| bucket.0);
+        let mut expected = vec![(current, current_lap, 3), (older, older_lap, 1)];
+        expected.sort_by_key(|bucket| bucket.0);
+        assert_eq!((own[0].key.as_slice(), buckets), (&b"k"[..], expected));
+
+        // Another host's 5 events now, 7 events a whole window ago, and some of another lap.
+        let mut fleet = vec![None; ring.len() as usize];
+        fleet[current] = Some((current_lap, 5));
+        let (gone, gone_lap) = at(now - 70);
+        fleet[gone] = Some((gone_lap, 7));
+        store.write_fleet_buckets(b"k", now, now + 100, &fleet).unwrap();
+        assert_eq!(store.load_with_fleet(b"k", &window, now).unwrap(), (4, 5));
+        assert_eq!(store.load(b"k", &window, now).unwrap(), 4, "a plain load reads this host's alone");
+        // 70 s later, the current bucket has left the window: the fleet's with it.
+        assert_eq!(store.load_with_fleet(b"k", &window, now + 70).unwrap(), (0, 0));
+        // Not published by this host: its export is of its own ring alone.
+        assert_eq!(store.own_buckets(now)[0].buckets.len(), 2);
+
+        // A key this host never counted is created by the fleet's counts.
+        store.write_fleet_buckets(b"fresh", now, now + 100, &fleet).unwrap();
+        assert_eq!(store.load_with_fleet(b"fresh", &window, now).unwrap(), (0, 5));
+        assert!(store.own_buckets(now).iter().all(|own| own.key != b"fresh"), "nothing of its own to publish");
+    }
+
+    #[test]
+    fn without_fleet_mode_the_fleet_is_nothing() {
+        let segment = segment(4);
+        let store = Store::new(&segment);
+        let window = window(60, Some(10));
+        store.increment(b"k", &window, 1_000).unwrap();
+        let fleet = vec![Some((RING_OF_TESTS.position(window.bucket_at(1_000)).1, 9)); RING_OF_TESTS.len() as usize];
+        store.write_fleet_buckets(b"k", 1_000, 1_100, &fleet).unwrap();
+        assert_eq!(store.load_with_fleet(b"k", &window, 1_000).unwrap(), (1, 0));
+    }
+
+    #[test]
+    fn a_recycled_slot_starts_with_an_empty_fleet_ring() {
+        let segment = fleet_segment(1);
+        let store = Store::new(&segment);
+        let window = window(10, Some(1));
+        let (now, later) = (5_000, 5_100);
+        // Counts of the bucket the new keys count in, 100 s later (a fleet ring holds any lap).
+        let (position, lap) = RING_OF_TESTS.position(window.bucket_at(later));
+        let mut fleet = vec![None; RING_OF_TESTS.len() as usize];
+        fleet[position] = Some((lap, 9));
+        // Three keys at the capacity of 3, in 3 of the 5 slots, then expired: three new keys
+        // take at least one of their slots over.
+        for key in [&b"o1"[..], b"o2", b"o3"] {
+            store.write_fleet_buckets(key, now, now + 11, &fleet).unwrap();
+            assert_eq!(store.load_with_fleet(key, &window, later).unwrap(), (0, 9));
+        }
+        for key in [&b"a"[..], b"b", b"c"] {
+            store.increment(key, &window, later).unwrap();
+        }
+        for key in [&b"a"[..], b"b", b"c"] {
+            assert_eq!(store.load_with_fleet(key, &window, later).unwrap(), (1, 0), "{key:?}");
+        }
+    }
+
     /// Goal 7 of issue 11: at most 4 KB a service, with the headroom, for windows of 60 buckets.
     #[test]
     fn layout_for_windows_of_sixty_buckets() {
-        let layout = Layout::new(Settings { max_services: 1024, max_key_length: 160, max_buckets: 60 });
+        let layout = Layout::new(Settings { max_services: 1024, max_key_length: 160, max_buckets: 60, fleet: false });
         // header 4 + last failure 2 + count 1 + totals 2 + ring 62 + key 27 words
         assert_eq!(layout.counters.slot_words() * 8, 784);
         assert_eq!(layout.bytes_per_service(), (4608 * 784 + 1536 * 280) / 1024);
@@ -734,7 +936,7 @@ mod tests {
 
     #[test]
     fn layout_of_the_default_settings() {
-        let layout = Layout::new(Settings { max_services: 1024, max_key_length: 160, max_buckets: 120 });
+        let layout = Layout::new(Settings { max_services: 1024, max_key_length: 160, max_buckets: 120, fleet: false });
         // half as many slots again as the capacity
         assert_eq!((layout.counters.capacity, layout.counters.slots), (3072, 4608));
         assert_eq!((layout.statuses.capacity, layout.statuses.slots), (1024, 1536));
@@ -999,9 +1201,16 @@ mod tests {
             }
         }
         let [counters, _] = store.usage(T0);
-        assert!(counters.live >= capacity, "{} slots of {capacity} hold unexpired data after {accepted} new keys", counters.live);
+        assert!(
+            counters.live >= capacity,
+            "{} slots of {capacity} hold unexpired data after {accepted} new keys",
+            counters.live
+        );
         assert!(accepted > 0);
-        assert!(refused_before_last <= 2 * slots.div_ceil(16) + 2, "{refused_before_last} refusals before the last new key");
+        assert!(
+            refused_before_last <= 2 * slots.div_ceil(16) + 2,
+            "{refused_before_last} refusals before the last new key"
+        );
     }
 
     /// Defect 3 of issue 19: a write renews its slot once per 1/16 of its lifetime, and says
@@ -1224,7 +1433,7 @@ mod tests {
         const HEADER_BYTES: usize = crate::segment::HEADER_BYTES;
 
         fn settings(max_services: u64) -> Settings {
-            Settings { max_services, max_key_length: 160, max_buckets: 120 }
+            Settings { max_services, max_key_length: 160, max_buckets: 120, fleet: false }
         }
 
         fn header_bytes(words: &[u64]) -> Vec<u8> {

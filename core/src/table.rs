@@ -372,6 +372,11 @@ impl<'a> Entry<'a> {
         self.renewed.then_some(self.tag.stamp())
     }
 
+    /// Until when the slot is kept, as the lookup that gave this entry saw it.
+    pub fn kept_until(&self) -> u64 {
+        self.tag.stamp()
+    }
+
     /// The generation of the claim that gave the slot its key; the payload words carry it.
     pub fn generation(&self) -> u32 {
         self.tag.generation()
@@ -579,7 +584,8 @@ impl<'a> Table<'a> {
             .map(|(at, word)| {
                 // Relaxed: a count, low-biased as explained above whatever it reads.
                 let bits = word.load(Ordering::Relaxed);
-                let bits = if at + 1 == self.bitmap.len() && last_bits != 0 { bits & ((1 << last_bits) - 1) } else { bits };
+                let bits =
+                    if at + 1 == self.bitmap.len() && last_bits != 0 { bits & ((1 << last_bits) - 1) } else { bits };
                 u64::from(bits.count_ones())
             })
             .sum();
@@ -953,11 +959,8 @@ impl<'a> Table<'a> {
     /// before a rival, the one that holds the key now (`None` if none does yet).
     fn complete(&self, claim: &Claim<'a>, key: &Key<'_>, now: u64, keep_until: u64) -> Option<Entry<'a>> {
         self.record(claim);
-        let settled = if self.write(claim, key) && self.publish(claim) {
-            self.settle(claim, key, now, keep_until)
-        } else {
-            None
-        };
+        let settled =
+            if self.write(claim, key) && self.publish(claim) { self.settle(claim, key, now, keep_until) } else { None };
         settled.or_else(|| self.lookup(key).and_then(|entry| self.keep(entry, now, keep_until)))
     }
 
@@ -1133,6 +1136,14 @@ impl<'a> Table<'a> {
             .collect()
     }
 
+    /// The LIVE slots whose data may not all have expired at `now`, each with its key.
+    pub fn live_entries(&self, now: u64) -> Vec<(Vec<u8>, Entry<'a>)> {
+        self.occupied()
+            .filter(|(_, _, tag)| tag.state() == State::Live && !tag.claimable(now))
+            .filter_map(|(_, slot, tag)| Some((slot.read_key(tag)?, Entry { slot, tag, renewed: false })))
+            .collect()
+    }
+
     /// How the slots are used at `now`.
     pub fn usage(&self, now: u64) -> Usage {
         let mut usage = Usage::default();
@@ -1201,7 +1212,9 @@ impl<'a> Table<'a> {
     /// LIVE (rather than the key being found in the slot of whoever took the claim over).
     pub(crate) fn hand_resume(&self, claim: &HandClaim<'a>, key: &[u8], now: u64, keep_until: u64) -> bool {
         let entry = self.complete(&claim.0, &self.key(key).unwrap(), now, keep_until);
-        entry.is_some_and(|entry| std::ptr::eq(entry.payload(), claim.0.slot.payload()) && entry.generation() == claim.0.generation())
+        entry.is_some_and(|entry| {
+            std::ptr::eq(entry.payload(), claim.0.slot.payload()) && entry.generation() == claim.0.generation()
+        })
     }
 }
 

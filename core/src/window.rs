@@ -73,6 +73,24 @@ impl Ring {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Lap(u64);
 
+impl Lap {
+    /// The lap numbered `lap`, modulo 2^20 (as the fleet sidecar reads it from another host).
+    pub fn new(lap: u64) -> Self {
+        Self(lap & LAP_MASK)
+    }
+
+    pub fn number(self) -> u64 {
+        self.0
+    }
+
+    /// Whether this lap is after `other`, as serial numbers (RFC 1982) of 20 bits: laps of the
+    /// same ring position on hosts whose clocks differ by less than 2^19 laps compare right.
+    pub fn is_after(self, other: Lap) -> bool {
+        let ahead = self.0.wrapping_sub(other.0) & LAP_MASK;
+        ahead != 0 && ahead < 1 << (LAP_BITS - 1)
+    }
+}
+
 /// Buckets a time window is split into when no bucket duration is given.
 pub const DEFAULT_BUCKETS: u64 = 60;
 
@@ -227,6 +245,17 @@ impl BucketWord {
 
     pub fn count(self) -> u64 {
         self.0 & COUNT_MASK
+    }
+
+    /// The lap of the bucket this word counts (for an empty word, a value unique to its claim).
+    pub fn lap(self) -> Lap {
+        Lap((self.0 >> COUNT_BITS) & LAP_MASK)
+    }
+
+    /// The word of the claim whose words carry `generation` (see [`BucketWord::generation_of`])
+    /// holding `count` events (saturated) of the bucket on `lap`.
+    pub fn holding(generation: u16, lap: Lap, count: u64) -> Self {
+        Self((generation as u64) << 48 | lap.0 << COUNT_BITS | count.min(COUNT_MASK))
     }
 
     /// Whether this word holds events of the bucket on `lap` (the ring position is the caller's).
