@@ -57,7 +57,8 @@ php=${PHP:-$("$php_config" --php-binary)}
 if [ "$(resolve "$php_config")" = "$(resolve php-config)" ]; then unset PHP_CONFIG; else export PHP_CONFIG="$php_config"; fi
 if [ "$(resolve "$php")" = "$(resolve php)" ]; then unset PHP; else export PHP="$php"; fi
 
-set -- build --release --manifest-path "$root/Cargo.toml"
+# The extension alone: the fleet sidecar (fleet/) is built by those who ship it (packaging/deb.sh).
+set -- build --release --manifest-path "$root/Cargo.toml" --package ganesha-shm
 [ -f "$root/Cargo.lock" ] && set -- "$@" --locked
 say "$cargo $* (PHP $("$php_config" --version), ${CARGO_TARGET_DIR:-$root/target})"
 "$cargo" "$@" >&2 || {

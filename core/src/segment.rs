@@ -144,6 +144,8 @@ pub enum Backing {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Refusal {
     NotAbsolute,
+    /// There is no file to attach to (`Segment::attach_file`).
+    Missing,
     Io {
         doing: &'static str,
         error: String,
@@ -194,6 +196,7 @@ impl fmt::Display for Refusal {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::NotAbsolute => write!(f, "the path is not absolute"),
+            Self::Missing => write!(f, "there is no such file (yet): PHP makes it when it starts"),
             Self::Io { doing, error } => write!(f, "cannot {doing}: {error}"),
             Self::NotRegularFile => write!(f, "it is not a regular file"),
             Self::Owner { uid, euid } => {
@@ -488,7 +491,7 @@ impl Segment {
         // Two rounds at most: the file is missing, and another process links its own first.
         for _ in 0..2 {
             match directory.open_file(&name) {
-                Ok(file) => return Self::map_existing(file, path, layout, layout_of, mode, &directory),
+                Ok(file) => return Self::map_existing(file, path, Some(layout), layout_of, mode, &directory),
                 Err(e) if e.kind() == io::ErrorKind::NotFound => {}
                 Err(e) => return Err(io("open it")(e)),
             }
@@ -497,6 +500,26 @@ impl Segment {
             }
         }
         Err(Refusal::Io { doing: "open it", error: "it keeps being removed and created again".into() })
+    }
+
+    /// Maps the existing segment file at `path`, whatever settings its header gives (the fleet
+    /// sidecar has none of its own), after the checks of [`Segment::open_file`], with `mode` as
+    /// the most the file may grant. Never creates it: a missing file is [`Refusal::Missing`].
+    pub fn attach_file(path: &Path, layout_of: LayoutOf, mode: u32) -> Result<Self, Refusal> {
+        if !path.is_absolute() {
+            return Err(Refusal::NotAbsolute);
+        }
+        let name = path
+            .file_name()
+            .ok_or(Refusal::Directory { path: path.to_path_buf(), why: DirectoryFault::NotCanonical })?;
+        let name = std::ffi::CString::new(name.as_encoded_bytes())
+            .map_err(|_| Refusal::Io { doing: "open it", error: "the path holds a NUL byte".into() })?;
+        let directory = TrustedDirectory::open(path.parent().unwrap_or(Path::new("/")))?;
+        match directory.open_file(&name) {
+            Ok(file) => Self::map_existing(file, path, None, layout_of, mode, &directory),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Err(Refusal::Missing),
+            Err(e) => Err(Refusal::Io { doing: "open it", error: e.to_string() }),
+        }
     }
 
     /// Writes a new segment under a temporary name in `directory`, then links it to `name`
@@ -530,16 +553,16 @@ impl Segment {
         created
     }
 
-    /// Maps an existing segment file after checking it.
+    /// Maps an existing segment file after checking it: for `layout`'s settings, or for any
+    /// (`None`).
     fn map_existing(
         file: File,
         path: &Path,
-        layout: Regions,
+        layout: Option<Regions>,
         layout_of: LayoutOf,
         mode: u32,
         directory: &TrustedDirectory,
     ) -> Result<Self, Refusal> {
-        let settings = layout.settings;
         let metadata = file.metadata().map_err(|e| Refusal::Io { doing: "stat it", error: e.to_string() })?;
         if !metadata.file_type().is_file() {
             return Err(Refusal::NotRegularFile);
@@ -562,8 +585,8 @@ impl Segment {
         let mut header = [0; HEADER_BYTES];
         let read = file.read_at(&mut header, 0).map_err(|e| Refusal::Io { doing: "read it", error: e.to_string() })?;
         let found = parse_header(&header[..read], layout_of).map_err(Refusal::Header)?;
-        if found.settings != settings {
-            return Err(Refusal::Header(HeaderError::Settings { file: found.settings, ours: settings }));
+        if let Some(ours) = layout.map(|layout| layout.settings).filter(|&ours| ours != found.settings) {
+            return Err(Refusal::Header(HeaderError::Settings { file: found.settings, ours }));
         }
         let expected = found.segment_bytes() as u64;
         if metadata.len() != expected {

@@ -393,7 +393,7 @@ impl<'a> Store<'a> {
     /// `buckets[position]` is the newest lap seen at that position with its summed count, or
     /// `None` to leave the word as it is. Creates the key (kept until `keep_until`) when this
     /// host has none, so that a host trips on the fleet's evidence before its own first call.
-    /// Does nothing without fleet mode.
+    /// Does nothing without fleet mode, or when `keep_until` is not after `now`.
     pub fn write_fleet_buckets(
         &self,
         key: &[u8],
@@ -401,7 +401,7 @@ impl<'a> Store<'a> {
         keep_until: u64,
         buckets: &[Option<(Lap, u64)>],
     ) -> Result<(), StoreError> {
-        let Some(fleet_ring) = self.fleet_ring else {
+        let Some(fleet_ring) = self.fleet_ring.filter(|_| keep_until > now) else {
             return Ok(());
         };
         debug_assert_eq!(buckets.len(), self.ring.len() as usize);

@@ -137,6 +137,30 @@ final class InfoTest extends TestCase
         self::assertLessThan(\ganesha_shm_info()['segment_bytes'], $info['segment_bytes'], 'a store of 3 services is smaller than one of 1024');
     }
 
+    public function testFleetModeNeedsASegmentFileAndShowsTheSidecarsState(): void
+    {
+        self::assertArrayNotHasKey('fleet_attached', \ganesha_shm_info(), 'no fleet figures without fleet mode');
+
+        $alone = Php::withExtension('echo json_encode(array_key_exists("fleet_attached", ganesha_shm_info()));', ['ganesha_shm.fleet' => 1]);
+        self::assertSame('false', $alone['stdout'], 'without ganesha_shm.path, fleet mode is off');
+        self::assertStringContainsString('ganesha_shm.fleet=1 needs ganesha_shm.path (the fleet sidecar attaches to that file); fleet mode is off', $alone['stderr']);
+        $bad = Php::withExtension('echo json_encode(array_key_exists("fleet_attached", ganesha_shm_info()));', ['ganesha_shm.fleet' => 'maybe']);
+        self::assertSame('false', $bad['stdout']);
+        self::assertStringContainsString('ganesha_shm.fleet="maybe" is not 0 or 1; fleet mode is off', $bad['stderr']);
+
+        $path = \sys_get_temp_dir() . '/' . Unique::name('fleet_info.');
+        try {
+            $fleet = Php::json('echo json_encode(ganesha_shm_info());', ['ganesha_shm.path' => $path, 'ganesha_shm.fleet' => 'on']);
+            $local = Php::json('echo json_encode(ganesha_shm_info());', ['ganesha_shm.max_services' => 1024]);
+        } finally {
+            @\unlink($path);
+        }
+        self::assertSame([0, 0, 0, 0], [$fleet['fleet_attached'], $fleet['fleet_sync_interval_ms'], $fleet['fleet_hosts'], $fleet['fleet_sync_errors']], 'no sidecar has synced');
+        self::assertArrayNotHasKey('fleet_sync_age_ms', $fleet, 'no sync yet');
+        // Every counter slot holds a second ring, of max_buckets + 2 words.
+        self::assertSame($local['counter_slot_bytes'] + 122 * 8, $fleet['counter_slot_bytes']);
+    }
+
     /** The shared memory of every slot, with the headroom, shared out over the services. */
     private static function bytesPerService(array $info): int
     {

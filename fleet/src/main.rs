@@ -1,0 +1,276 @@
+//! ganesha-shm-fleet: the fleet sidecar. Attaches to this host's segment file (the
+//! `ganesha_shm.path` of PHP running with `ganesha_shm.fleet=1`) and, every interval, syncs it
+//! with the fleet's Redis (see `sync`). Requests never wait on it: PHP reads what the last sync
+//! wrote, and decides alone once that is two intervals old.
+//!
+//! One line on stderr per event. Exit status: 0 after SIGTERM or SIGINT, 2 on a configuration
+//! error (the message says which), 1 when the segment cannot be used in fleet mode.
+
+mod config;
+mod sync;
+
+use std::collections::HashSet;
+use std::os::unix::fs::MetadataExt;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use ganesha_shm_core::fleet::{monotonic_ms, SyncState};
+use ganesha_shm_core::segment::{guard, Refusal, Segment};
+use ganesha_shm_core::store::{Layout, Store};
+
+use crate::config::{Command, Config};
+use crate::sync::{Link, Syncer};
+
+/// Set by SIGTERM and SIGINT.
+static STOP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_stop(_: libc::c_int) {
+    // Relaxed: the main loop only needs to see it eventually; a store is async-signal-safe.
+    STOP.store(true, Ordering::Relaxed);
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let config = match config::parse(&args, |path| std::fs::read_to_string(path).map_err(|e| e.to_string()), hostname) {
+        Ok(Command::Run(config)) => config,
+        Ok(Command::Help) => {
+            print!("{}", config::USAGE);
+            return ExitCode::SUCCESS;
+        }
+        Ok(Command::Version) => {
+            println!("ganesha-shm-fleet {}", env!("CARGO_PKG_VERSION"));
+            return ExitCode::SUCCESS;
+        }
+        Err(error) => {
+            log(&format!("configuration error: {error}"));
+            return ExitCode::from(2);
+        }
+    };
+    for signal in [libc::SIGTERM, libc::SIGINT] {
+        // SAFETY: `on_stop` only stores to an atomic, which is async-signal-safe.
+        unsafe { libc::signal(signal, on_stop as *const () as libc::sighandler_t) };
+    }
+    log(&format!(
+        "started: fleet {}, host {}, segment {}, redis {}{}, every {} ms",
+        config.fleet,
+        config.host,
+        config.segment.display(),
+        config::redacted(&config.redis),
+        if config.cluster { " (cluster)" } else { "" },
+        config.interval.as_millis()
+    ));
+    run(config)
+}
+
+/// The segment file as attached, with what identifies the file (to notice it replaced).
+struct Attached {
+    segment: Segment,
+    file: (u64, u64),
+}
+
+fn attach(config: &Config, last_refusal: &mut Option<String>) -> Result<Option<Attached>, ExitCode> {
+    // The most the file may grant: what ganesha_shm.mode may, since the sidecar has no mode
+    // of its own (`Segment::attach_file` checks the owner, the group and the path).
+    match Segment::attach_file(&config.segment, Layout::regions, 0o775) {
+        Ok(segment) if !segment.layout().settings.fleet => {
+            log(&format!(
+                "{} was made without fleet mode: start PHP with ganesha_shm.fleet=1 (and remove the file)",
+                config.segment.display()
+            ));
+            Err(ExitCode::from(1))
+        }
+        Ok(segment) => {
+            let file = std::fs::metadata(&config.segment).map(|m| (m.dev(), m.ino())).unwrap_or_default();
+            guard::install(&segment);
+            log(&format!("attached to {} ({})", config.segment.display(), segment.layout().settings));
+            *last_refusal = None;
+            Ok(Some(Attached { segment, file }))
+        }
+        Err(refusal) => {
+            let line = match refusal {
+                Refusal::Missing => format!("waiting for {}: {refusal}", config.segment.display()),
+                refusal => format!("cannot attach to {}: {refusal}", config.segment.display()),
+            };
+            if last_refusal.as_ref() != Some(&line) {
+                log(&line);
+                *last_refusal = Some(line);
+            }
+            Ok(None)
+        }
+    }
+}
+
+fn run(config: Config) -> ExitCode {
+    let interval = config.interval;
+    let mut syncer = Syncer::new(config.clone());
+    let mut attached: Option<Attached> = None;
+    let mut last_refusal = None;
+    let mut link: Option<Link> = None;
+    // Failed syncs in a row, and the wait before the next attempt.
+    let mut failures: u64 = 0;
+    let mut backoff = Duration::from_millis(100).min(interval);
+    let mut logged_fields: HashSet<Vec<u8>> = HashSet::new();
+    let mut next = Instant::now();
+    while !STOP.load(Ordering::Relaxed) {
+        sleep_until(next);
+        if STOP.load(Ordering::Relaxed) {
+            break;
+        }
+        let started = Instant::now();
+        next = started + interval;
+        // A file replaced at the path (PHP restarted after it was removed) is attached again.
+        if let Some(current) = &attached {
+            let file = std::fs::metadata(&config.segment).map(|m| (m.dev(), m.ino())).ok();
+            if file != Some(current.file) {
+                log(&format!("{} was replaced or removed: attaching again", config.segment.display()));
+                SyncState { synced_at_ms: 0, ..SyncState::read(current.segment.fleet_words()) }
+                    .write(current.segment.fleet_words());
+                attached = None;
+                syncer.forget_published();
+            }
+        }
+        if attached.is_none() {
+            match attach(&config, &mut last_refusal) {
+                Ok(Some(segment)) => attached = Some(segment),
+                Ok(None) => continue,
+                Err(status) => return status,
+            }
+        }
+        let Some(Attached { segment, .. }) = &attached else { continue };
+        let store = Store::new(segment);
+        let words = segment.fleet_words();
+        let state = SyncState::read(words);
+        if link.is_none() {
+            match Link::connect(&config) {
+                Ok(connected) => {
+                    log(&format!("connected to {}", config::redacted(&config.redis)));
+                    link = Some(connected);
+                    // Redis may have restarted empty meanwhile: publish everything again.
+                    syncer.forget_published();
+                }
+                Err(error) => {
+                    failed(&mut failures, &format!("cannot connect to {}: {error}", config::redacted(&config.redis)));
+                    SyncState { errors: state.errors + 1, ..state }.write(words);
+                    next = started + backoff;
+                    backoff = (backoff * 2).min(interval);
+                    continue;
+                }
+            }
+        }
+        let ring_len = Layout::ring(segment.layout().settings).len();
+        let now = unix_time();
+        match syncer.sync(link.as_mut().expect("connected above"), &store, ring_len, now) {
+            Ok(report) => {
+                SyncState {
+                    synced_at_ms: monotonic_ms(),
+                    interval_ms: interval.as_millis() as u64,
+                    hosts: report.hosts as u64,
+                    errors: state.errors,
+                }
+                .write(words);
+                if failures > 0 {
+                    log(&format!(
+                        "resumed after {failures} failed syncs: {} hosts, {} services",
+                        report.hosts, report.services
+                    ));
+                    failures = 0;
+                }
+                backoff = Duration::from_millis(100).min(interval);
+                for (field, why) in report.unparsed {
+                    if logged_fields.insert(field.clone()) {
+                        log(&format!("skipped the field {:?}: {why}", String::from_utf8_lossy(&field)));
+                    }
+                }
+                for refused in report.refused {
+                    log(&format!("the segment refused the fleet's counts of {refused}"));
+                }
+            }
+            Err(error) => {
+                failed(&mut failures, &format!("lost {}: {error}", config::redacted(&config.redis)));
+                SyncState { errors: state.errors + 1, ..state }.write(words);
+                link = None;
+                next = started + backoff;
+                backoff = (backoff * 2).min(interval);
+            }
+        }
+    }
+    if let Some(Attached { segment, .. }) = &attached {
+        // PHP decides alone from now on, rather than on counts no one refreshes.
+        let words = segment.fleet_words();
+        SyncState { synced_at_ms: 0, ..SyncState::read(words) }.write(words);
+    }
+    log("stopping: the fleet's counts no longer decide on this host");
+    ExitCode::SUCCESS
+}
+
+/// Logs the first failure of a run of them; counts every one.
+fn failed(failures: &mut u64, line: &str) {
+    if *failures == 0 {
+        log(&format!("{line}; hosts decide alone until it is back"));
+    }
+    *failures += 1;
+}
+
+fn sleep_until(deadline: Instant) {
+    while !STOP.load(Ordering::Relaxed) {
+        let now = Instant::now();
+        if now >= deadline {
+            return;
+        }
+        std::thread::sleep((deadline - now).min(Duration::from_millis(50)));
+    }
+}
+
+fn unix_time() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |elapsed| elapsed.as_secs())
+}
+
+fn hostname() -> Option<String> {
+    let mut name = [0u8; 256];
+    // SAFETY: the buffer is writable for its whole length, which is what gethostname is told.
+    let status = unsafe { libc::gethostname(name.as_mut_ptr().cast(), name.len()) };
+    if status != 0 {
+        return None;
+    }
+    let length = name.iter().position(|&byte| byte == 0).unwrap_or(name.len());
+    String::from_utf8(name[..length].to_vec()).ok().filter(|name| !name.is_empty())
+}
+
+/// One line on stderr: the UTC time, the program and its pid, the event.
+fn log(line: &str) {
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
+    let (seconds, millis) = (now.as_secs(), now.subsec_millis());
+    let (days, time) = (seconds / 86_400, seconds % 86_400);
+    let (year, month, day) = civil_date(days as i64);
+    eprintln!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{millis:03}Z ganesha-shm-fleet[{}]: {line}",
+        time / 3600,
+        time / 60 % 60,
+        time % 60,
+        std::process::id()
+    );
+}
+
+/// The (year, month, day) of a day counted from 1970-01-01 (Howard Hinnant's algorithm).
+fn civil_date(days: i64) -> (i64, u32, u32) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let day_of_era = z.rem_euclid(146_097);
+    let year_of_era = (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
+    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
+    let mp = (5 * day_of_year + 2) / 153;
+    let day = (day_of_year - (153 * mp + 2) / 5 + 1) as u32;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    (year_of_era + era * 400 + i64::from(month <= 2), month, day)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn dates_are_the_calendar_s() {
+        assert_eq!(super::civil_date(0), (1970, 1, 1));
+        assert_eq!(super::civil_date(20_423), (2025, 12, 1));
+        assert_eq!(super::civil_date(11_016), (2000, 2, 29));
+    }
+}
