@@ -4,6 +4,9 @@
 # packaging/deb.sh. Runs `cargo build --release --locked` for one PHP and prints the absolute
 # path of the shared object cargo built, alone on stdout; cargo's own output goes to stderr.
 #
+#   sh packaging/cargo-build.sh          the extension
+#   sh packaging/cargo-build.sh fleet    the fleet sidecar, ganesha-shm-fleet (no PHP needed)
+#
 #   PHP_CONFIG        php-config of the PHP to build for (default: php-config on PATH)
 #   PHP               that PHP's CLI, which ext-php-rs runs (default: php-config --php-binary)
 #   CARGO             cargo (default: cargo on PATH, else $CARGO_HOME/bin/cargo, ~/.cargo/bin/cargo)
@@ -18,6 +21,11 @@
 set -eu
 
 root=$(cd "$(dirname "$0")/.." && pwd)
+what=${1:-extension}
+case $what in
+    extension|fleet) ;;
+    *) printf 'cargo-build: unknown argument %s (usage: cargo-build.sh [fleet])\n' "$what" >&2; exit 1 ;;
+esac
 say() { printf 'cargo-build: %s\n' "$*" >&2; }
 
 # The file a command name or path resolves to, symbolic links followed; empty when none.
@@ -48,19 +56,28 @@ fi
 command -v cargo >/dev/null 2>&1 || PATH=$(dirname "$cargo"):$PATH
 export PATH
 
-php_config=${PHP_CONFIG:-php-config}
-if [ -z "$(resolve "$php_config")" ]; then
-    say "php-config ($php_config) was not found: apt-get install php-dev, or set PHP_CONFIG"
-    exit 1
+if [ "$what" = extension ]; then
+    php_config=${PHP_CONFIG:-php-config}
+    if [ -z "$(resolve "$php_config")" ]; then
+        say "php-config ($php_config) was not found: apt-get install php-dev, or set PHP_CONFIG"
+        exit 1
+    fi
+    php=${PHP:-$("$php_config" --php-binary)}
+    if [ "$(resolve "$php_config")" = "$(resolve php-config)" ]; then unset PHP_CONFIG; else export PHP_CONFIG="$php_config"; fi
+    if [ "$(resolve "$php")" = "$(resolve php)" ]; then unset PHP; else export PHP="$php"; fi
 fi
-php=${PHP:-$("$php_config" --php-binary)}
-if [ "$(resolve "$php_config")" = "$(resolve php-config)" ]; then unset PHP_CONFIG; else export PHP_CONFIG="$php_config"; fi
-if [ "$(resolve "$php")" = "$(resolve php)" ]; then unset PHP; else export PHP="$php"; fi
 
-# The extension alone: the fleet sidecar (fleet/) is built by those who ship it (packaging/deb.sh).
-set -- build --release --manifest-path "$root/Cargo.toml" --package ganesha-shm
+# One package of the workspace: the extension, or the sidecar, which only those who ship it
+# build (packaging/deb.sh).
+if [ "$what" = extension ]; then
+    set -- build --release --manifest-path "$root/Cargo.toml" --package ganesha-shm
+    built="PHP $("$php_config" --version)"
+else
+    set -- build --release --manifest-path "$root/Cargo.toml" --package ganesha-shm-fleet
+    built="the fleet sidecar"
+fi
 [ -f "$root/Cargo.lock" ] && set -- "$@" --locked
-say "$cargo $* (PHP $("$php_config" --version), ${CARGO_TARGET_DIR:-$root/target})"
+say "$cargo $* ($built, ${CARGO_TARGET_DIR:-$root/target})"
 "$cargo" "$@" >&2 || {
     status=$?
     say "cargo exited with $status"
@@ -70,6 +87,14 @@ say "$cargo $* (PHP $("$php_config" --version), ${CARGO_TARGET_DIR:-$root/target
 # The target directory as cargo resolved it (CARGO_TARGET_DIR, or its configuration).
 target=$("$cargo" metadata --format-version 1 --no-deps --offline --manifest-path "$root/Cargo.toml" |
     sed -n 's/.*"target_directory":"\([^"\\]*\)".*/\1/p')
+if [ "$what" = fleet ]; then
+    if [ -n "$target" ] && [ -x "$target/release/ganesha-shm-fleet" ]; then
+        printf '%s\n' "$target/release/ganesha-shm-fleet"
+        exit 0
+    fi
+    say "cargo succeeded, but no ganesha-shm-fleet is in ${target:-its target directory}"
+    exit 3
+fi
 for so in "$target/release/libganesha_shm.so" "$target/release/libganesha_shm.dylib"; do
     if [ -n "$target" ] && [ -f "$so" ]; then
         printf '%s\n' "$so"

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Builds the Debian package php<ver>-ganesha-shm_<version>_<arch>.deb of the ganesha_shm
 # extension for the PHP whose php-config it finds (PHP_CONFIG, else php-config on PATH): PHP 8.2
-# on Debian 12, 8.4 on Debian 13. Then runs lintian on it, when lintian is installed, and fails
-# on any error lintian reports.
+# on Debian 12, 8.4 on Debian 13; and beside it ganesha-shm-fleet_<version>_<arch>.deb, the
+# fleet sidecar (/usr/bin/ganesha-shm-fleet, its systemd unit, installed disabled, and
+# /etc/ganesha-shm/fleet.conf, a conffile). Then runs lintian on both, when lintian is installed,
+# and fails on any error lintian reports. Prints the PHP package's path, last.
 #
 #   bash packaging/deb.sh [--output DIR]    (default DIR: target/deb)
 #
@@ -129,12 +131,69 @@ mkdir -p "$out"
 dpkg-deb --root-owner-group -Zxz --build "$tree" "$deb" >/dev/null
 say "built $deb"
 
+# The fleet sidecar's package, ganesha-shm-fleet: the same for every PHP, since it links no PHP.
+fleet_package=ganesha-shm-fleet
+fleet_deb=$out/${fleet_package}_${version}_${arch}.deb
+fleet_tree=$stage/fleet
+say "building $fleet_package $version"
+sidecar=$(sh packaging/cargo-build.sh fleet)
+install -d "$fleet_tree/DEBIAN" "$fleet_tree/usr/bin" "$fleet_tree/usr/lib/systemd/system" "$fleet_tree/etc/ganesha-shm" \
+    "$fleet_tree/usr/share/doc/$fleet_package"
+install -m 0755 "$sidecar" "$fleet_tree/usr/bin/ganesha-shm-fleet"
+strip --strip-unneeded --remove-section=.comment --remove-section=.note "$fleet_tree/usr/bin/ganesha-shm-fleet"
+install -m 0644 packaging/debian/fleet/ganesha-shm-fleet.service "$fleet_tree/usr/lib/systemd/system/"
+install -m 0644 packaging/debian/fleet/fleet.conf "$fleet_tree/etc/ganesha-shm/fleet.conf"
+fleet_doc=$fleet_tree/usr/share/doc/$fleet_package
+install -m 0644 packaging/debian/copyright "$fleet_doc/copyright"
+gzip -9n <README.md >"$fleet_doc/README.md.gz"
+{
+    echo "ganesha-shm ($version) unstable; urgency=medium"
+    echo
+    echo "  * The fleet sidecar ganesha-shm-fleet $version, built by packaging/deb.sh."
+    echo
+    echo " -- $maintainer  $(date -u -R -d "@$SOURCE_DATE_EPOCH")"
+} | gzip -9n >"$fleet_doc/changelog.gz"
+for script in postinst prerm postrm; do
+    install -m 0755 "packaging/debian/fleet/$script" "$fleet_tree/DEBIAN/$script"
+done
+echo /etc/ganesha-shm/fleet.conf >"$fleet_tree/DEBIAN/conffiles"
+printf 'Source: ganesha-shm\n\nPackage: %s\nArchitecture: any\n' "$fleet_package" >"$stage/src/debian/control"
+fleet_shlibs=$(cd "$stage/src" && dpkg-shlibdeps -O -e"$fleet_tree/usr/bin/ganesha-shm-fleet" 2>/dev/null | sed -n 's/^shlibs:Depends=//p')
+[ -n "$fleet_shlibs" ] || die "dpkg-shlibdeps found no library dependencies of ganesha-shm-fleet"
+cat >"$fleet_tree/DEBIAN/control" <<EOF
+Package: $fleet_package
+Version: $version
+Architecture: $arch
+Maintainer: $maintainer
+Installed-Size: $(du -sk --exclude=DEBIAN "$fleet_tree" | cut -f1)
+Depends: $fleet_shlibs
+Suggests: redis-server
+Section: net
+Priority: optional
+Description: fleet sidecar of ganesha-shm, the Ganesha circuit store in shared memory
+ ganesha-shm-fleet shares the circuit counts of a host's ganesha_shm segment
+ with the other hosts of its fleet through a Redis they all reach: every
+ second it publishes what this host counted and writes what the others
+ published into the segment, so that PHP requests never touch the network.
+ .
+ The service is installed disabled: set segment, redis and fleet in
+ /etc/ganesha-shm/fleet.conf, then systemctl enable --now ganesha-shm-fleet.
+ PHP runs with ganesha_shm.fleet=1 and ganesha_shm.path.
+EOF
+(cd "$fleet_tree" && find . -type f ! -path './DEBIAN/*' -printf '%P\0' | sort -z | xargs -0 md5sum) >"$fleet_tree/DEBIAN/md5sums"
+chmod 0644 "$fleet_tree/DEBIAN/control" "$fleet_tree/DEBIAN/conffiles" "$fleet_tree/DEBIAN/md5sums"
+dpkg-deb --root-owner-group -Zxz --build "$fleet_tree" "$fleet_deb" >/dev/null
+say "built $fleet_deb"
+
 if command -v lintian >/dev/null 2>&1; then
-    say "lintian $deb"
-    # lintian refuses to run as root without this (it is only reading the package)
-    lintian --allow-root --display-info --fail-on error "$deb" >&2 || die "lintian reported errors"
-    say "lintian: no errors"
+    for built in "$deb" "$fleet_deb"; do
+        say "lintian $built"
+        # lintian refuses to run as root without this (it is only reading the package)
+        lintian --allow-root --display-info --fail-on error "$built" >&2 || die "lintian reported errors"
+        say "lintian: no errors"
+    done
 else
-    say "lintian is not installed (apt-get install lintian): the package was not checked"
+    say "lintian is not installed (apt-get install lintian): the packages were not checked"
 fi
+# The fleet package is beside it: ganesha-shm-fleet_<version>_<arch>.deb.
 echo "$deb"

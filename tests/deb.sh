@@ -28,6 +28,10 @@
 #    postinst enables every module phpenmod registered, so the apache2 conf.d link appears and
 #    Apache loads the extension; dpkg -P removes that link too, and /etc, /usr and /var/lib/php
 #    are again as they were before the first install. mod_php is installed again however it ends.
+# 6. with FLEET.deb, the fleet sidecar's package: dpkg -i installs /usr/bin/ganesha-shm-fleet, of
+#    the package's version, its systemd unit, not enabled, and /etc/ganesha-shm/fleet.conf, a
+#    conffile with which the sidecar refuses to start (exit 2) until it is configured; dpkg -P
+#    leaves nothing of it, /etc/ganesha-shm included.
 #
 # php-fpm and Apache are stopped by their pids (SIGTERM, then SIGKILL after 5 s, their workers and
 # children too) however the script ends. While it runs, /usr/sbin/policy-rc.d denies service
@@ -36,7 +40,8 @@
 # restart`, which would start servers of their own in this root, where no init system runs.
 set -euo pipefail
 
-deb=${1:?usage: bash tests/deb.sh PACKAGE.deb}
+deb=${1:?usage: bash tests/deb.sh PACKAGE.deb [FLEET.deb]}
+fleet_deb=${2:-}
 repo=$(cd "$(dirname "$0")/.." && pwd)
 say() { printf 'deb test: %s\n' "$*"; }
 fail() { printf 'deb test: FAILED: %s\n' "$*" >&2; exit 1; }
@@ -493,4 +498,30 @@ snapshot >"$work/after5"
 diff -u "$work/before" "$work/after5" >"$work/diff" || fail "with $modphp removed and installed again, the files below /etc, /usr and /var/lib/php differ from before the first install:
 $(cat "$work/diff")"
 say "purged: no conf.d link left, $modphp installed again, /etc, /usr and /var/lib/php are as before the first install"
+
+# 6. The fleet sidecar's package.
+if [ -n "$fleet_deb" ]; then
+    fleet_package=$(dpkg-deb -f "$fleet_deb" Package)
+    say "dpkg -i $fleet_deb"
+    dpkg -i "$fleet_deb"
+    dpkg -L "$fleet_package" | while read -r file; do [ -e "$file" ] || fail "dpkg -L lists $file, which is not there"; done
+    [ "$(ganesha-shm-fleet --version)" = "ganesha-shm-fleet $version" ] || fail "ganesha-shm-fleet --version: $(ganesha-shm-fleet --version)"
+    unit=/usr/lib/systemd/system/ganesha-shm-fleet.service
+    [ -f "$unit" ] || fail "no $unit"
+    ! find /etc/systemd/system -name ganesha-shm-fleet.service 2>/dev/null | grep -q . ||
+        fail "the unit is enabled on install: $(find /etc/systemd/system -name ganesha-shm-fleet.service)"
+    dpkg-query -W -f='${Conffiles}' "$fleet_package" | grep -q '/etc/ganesha-shm/fleet.conf' || fail "fleet.conf is not a conffile"
+    status=0
+    output=$(ganesha-shm-fleet --config /etc/ganesha-shm/fleet.conf 2>&1) || status=$?
+    [ "$status" = 2 ] && echo "$output" | grep -q 'segment is required' ||
+        fail "the sidecar with the shipped fleet.conf: exit $status, $output"
+    if command -v systemd-analyze >/dev/null 2>&1; then
+        systemd-analyze verify "$unit" >"$work/verify" 2>&1 || fail "systemd-analyze verify $unit: $(cat "$work/verify")"
+    fi
+    say "$fleet_package: installed, its unit not enabled, refusing the shipped fleet.conf until configured: $output"
+    dpkg -P "$fleet_package"
+    [ ! -e /etc/ganesha-shm ] || fail "dpkg -P $fleet_package left /etc/ganesha-shm: $(ls -A /etc/ganesha-shm)"
+    [ ! -e /usr/bin/ganesha-shm-fleet ] || fail "dpkg -P $fleet_package left /usr/bin/ganesha-shm-fleet"
+    say "$fleet_package purged: nothing of it left"
+fi
 say "passed"

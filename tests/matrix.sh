@@ -216,7 +216,7 @@ run_zts() {
 run_deb() {
     ensure_root
     mount_root
-    local started deb
+    local started deb fleet_deb
     started=$(date +%s)
     say "deb: PHP $(in_root php -r 'echo PHP_VERSION;'), $(in_root lintian --version)"
     deb=$(in_root CARGO_TARGET_DIR=/var/cache/ganesha-shm-target \
@@ -224,7 +224,10 @@ run_deb() {
     say "deb: built $(basename "$deb") in $(elapsed "$started")"
     in_root dpkg-deb -c "$deb"
     started=$(date +%s)
-    in_root bash /src/ganesha-shm/tests/deb.sh "$deb"
+    # packaging/deb.sh builds the fleet sidecar's package beside it
+    fleet_deb=$(dirname "$deb")/ganesha-shm-fleet_$(in_root dpkg-deb -f "$deb" Version)_$(in_root dpkg-deb -f "$deb" Architecture).deb
+    in_root dpkg-deb -c "$fleet_deb"
+    in_root bash /src/ganesha-shm/tests/deb.sh "$deb" "$fleet_deb"
     say "deb: tested in $(elapsed "$started")"
 }
 

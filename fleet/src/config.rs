@@ -10,7 +10,7 @@ use ganesha_shm_core::fleet::valid_name;
 pub const USAGE: &str = "\
 usage: ganesha-shm-fleet [--config FILE] [--segment PATH] [--redis URL] [--fleet NAME] [--host NAME]
                          [--interval-ms N] [--connect-timeout-ms N] [--command-timeout-ms N]
-                         [--cluster] [--suffixes LIST]
+                         [--cluster] [--suffixes LIST] [--syncs N]
        ganesha-shm-fleet --help | --version
 
 Shares the circuit counts of this host's ganesha_shm segment with the other hosts of its fleet
@@ -33,6 +33,7 @@ hosts published into the segment. PHP must run with ganesha_shm.fleet=1 and gane
   --suffixes LIST          the counter suffixes of Ganesha's storage keys, comma-separated
                            (default _success,_failure,_rejection); a service is a key without
                            its suffix, and all its keys share one Redis hash slot
+  --syncs N                run N syncs, print what each did on stdout, and exit (benchmarks)
 ";
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -46,6 +47,8 @@ pub struct Config {
     pub command_timeout: Duration,
     pub cluster: bool,
     pub suffixes: Vec<Vec<u8>>,
+    /// `--syncs N`: stop after N syncs, reporting each.
+    pub syncs: Option<u64>,
 }
 
 /// What the command line asks for.
@@ -59,7 +62,7 @@ pub enum Command {
 /// Settings as given, before their checks: (name, value, where it was given).
 type Given = Vec<(String, String, String)>;
 
-const NAMES: [&str; 9] = [
+const NAMES: [&str; 10] = [
     "segment",
     "redis",
     "fleet",
@@ -69,6 +72,7 @@ const NAMES: [&str; 9] = [
     "command_timeout_ms",
     "cluster",
     "suffixes",
+    "syncs",
 ];
 
 /// Parses the command line (without the program's name). `read_file` reads a config file
@@ -197,6 +201,13 @@ fn check(given: &Given, hostname: impl Fn() -> Option<String>) -> Result<Config,
             suffixes
         }
     };
+    let syncs = match value("syncs") {
+        None => None,
+        Some((raw, at)) => match raw.parse::<u64>() {
+            Ok(syncs) if syncs >= 1 => Some(syncs),
+            _ => return Err(format!("{at}: syncs = {raw:?} is not a whole number from 1")),
+        },
+    };
     Ok(Config {
         segment,
         redis: redis.to_string(),
@@ -207,6 +218,7 @@ fn check(given: &Given, hostname: impl Fn() -> Option<String>) -> Result<Config,
         command_timeout: millis("command_timeout_ms", 500, (10, 60_000))?,
         cluster,
         suffixes,
+        syncs,
     })
 }
 

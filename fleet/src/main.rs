@@ -111,6 +111,7 @@ fn run(config: Config) -> ExitCode {
     let mut failures: u64 = 0;
     let mut backoff = Duration::from_millis(100).min(interval);
     let mut logged_fields: HashSet<Vec<u8>> = HashSet::new();
+    let mut synced: u64 = 0;
     let mut next = Instant::now();
     while !STOP.load(Ordering::Relaxed) {
         sleep_until(next);
@@ -160,8 +161,26 @@ fn run(config: Config) -> ExitCode {
         }
         let ring_len = Layout::ring(segment.layout().settings).len();
         let now = unix_time();
+        let cpu = cpu_time();
         match syncer.sync(link.as_mut().expect("connected above"), &store, ring_len, now) {
             Ok(report) => {
+                if let Some(limit) = config.syncs {
+                    synced += 1;
+                    println!(
+                        "sync {synced}: {} round trips, {} published, {} republished, {} services, {} hosts, {} written, {:.1} ms, {:.1} ms of CPU",
+                        report.round_trips,
+                        report.published,
+                        report.republished,
+                        report.services,
+                        report.hosts,
+                        report.written,
+                        started.elapsed().as_secs_f64() * 1e3,
+                        (cpu_time() - cpu).as_secs_f64() * 1e3
+                    );
+                    if synced >= limit {
+                        STOP.store(true, Ordering::Relaxed);
+                    }
+                }
                 SyncState {
                     synced_at_ms: monotonic_ms(),
                     interval_ms: interval.as_millis() as u64,
@@ -220,6 +239,18 @@ fn sleep_until(deadline: Instant) {
         }
         std::thread::sleep((deadline - now).min(Duration::from_millis(50)));
     }
+}
+
+/// The CPU time this process used, user and system.
+fn cpu_time() -> Duration {
+    // SAFETY: getrusage fills the zeroed struct it is given; RUSAGE_SELF always exists.
+    let usage = unsafe {
+        let mut usage: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_SELF, &mut usage);
+        usage
+    };
+    let time = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
+    time(usage.ru_utime) + time(usage.ru_stime)
 }
 
 fn unix_time() -> u64 {
