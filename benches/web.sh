@@ -6,9 +6,12 @@
 #
 #   bash benches/web.sh [--rounds N] [--duration S] [--concurrency "8 64 256"]
 #       Rounds of every endpoint at every concurrency, interleaved: plain PHP, Ganesha over the
-#       do-nothing adapter, SlidingTimeWindowShm, Ganesha's Apcu and Redis adapters, each on one
-#       service and on 1,000 services. Prints req/s, p50/p99/p99.9 latency, errors, and each
-#       adapter's ratio to the do-nothing adapter (medians over rounds of per-round ratios).
+#       do-nothing adapter, SlidingTimeWindowShm, SlidingTimeWindowShm in fleet mode (a second
+#       php-fpm master on a segment file with ganesha_shm.fleet=1, and the sidecar syncing it
+#       every second with the redis-server), Ganesha's Apcu and Redis adapters, each on one
+#       service and on 1,000 services. Prints req/s, p50/p99/p99.9 latency, errors, each
+#       adapter's ratio to the do-nothing adapter, and fleet mode's to local shm (medians over
+#       rounds of per-round ratios).
 #   bash benches/web.sh --chaos [--duration S]
 #       The chaos soak (60 s by default): wrk at 64 connections on one service, while a random
 #       worker is SIGKILLed every 200 ms and the master, on a segment file (ganesha_shm.path),
@@ -64,6 +67,8 @@ if [ -z "${GANESHA_SHM_EXT:-}" ]; then
     cargo build --release --quiet
     GANESHA_SHM_EXT=${CARGO_TARGET_DIR:-$repo/target}/release/libganesha_shm.so
 fi
+# The fleet sidecar built beside the extension (GANESHA_SHM_FLEET names another).
+fleet_sidecar=${GANESHA_SHM_FLEET:-$(dirname "$GANESHA_SHM_EXT")/ganesha-shm-fleet}
 if [ ! -f vendor/autoload.php ] && [ -z "${GANESHA_DIR:-}" ]; then
     echo "web: Ganesha is not installed: run \`composer install\`, or set GANESHA_DIR to an exported ackintosh/ganesha" >&2
     exit 1
@@ -145,6 +150,20 @@ fpm_pid=$!
 pids+=("$fpm_pid")
 wait_for php-fpm 15 test -S "$work/php-fpm.sock"
 
+# Fleet mode: a second master, on a segment file in fleet mode, and its sidecar.
+if [ "$mode" = bench ]; then
+    [ -x "$fleet_sidecar" ] || { say "no fleet sidecar at $fleet_sidecar (cargo build --release builds it)"; exit 1; }
+    sed -e "s#$work/php-fpm.pid#$work/php-fpm-fleet.pid#" -e "s#$work/php-fpm.log#$work/php-fpm-fleet.log#" \
+        -e "s#$work/php-fpm.sock#$work/php-fpm-fleet.sock#" -e 's#^\[web\]#[fleet]#' "$work/php-fpm.conf" >"$work/php-fpm-fleet.conf"
+    "$fpm" -F "${as_root[@]}" -y "$work/php-fpm-fleet.conf" -d "extension=$GANESHA_SHM_EXT" \
+        -d "ganesha_shm.path=$work/fleet.segment" -d ganesha_shm.fleet=1 >"$work/php-fpm-fleet.out.log" 2>&1 &
+    pids+=($!)
+    wait_for "php-fpm (fleet mode)" 15 test -S "$work/php-fpm-fleet.sock"
+    "$fleet_sidecar" --segment "$work/fleet.segment" --redis "redis://127.0.0.1:$redis_port" --fleet web --host bench \
+        2>"$work/fleet.log" &
+    pids+=($!)
+fi
+
 cat >"$work/nginx.conf" <<EOF
 worker_processes 1;
 daemon off;
@@ -168,6 +187,11 @@ http {
             fastcgi_param SCRIPT_FILENAME $repo/benches/web/index.php;
             fastcgi_pass unix:$work/php-fpm.sock;
         }
+        location = /fleet/index.php {
+            include /etc/nginx/fastcgi_params;
+            fastcgi_param SCRIPT_FILENAME $repo/benches/web/index.php;
+            fastcgi_pass unix:$work/php-fpm-fleet.sock;
+        }
     }
 }
 EOF
@@ -179,12 +203,18 @@ for adapter in null shm; do
     body=$(curl -s "$url?adapter=$adapter")
     [ "$body" = counted ] || { say "the $adapter endpoint answers: $body"; exit 1; }
 done
+fleet_url="http://127.0.0.1:$web_port/fleet/index.php"
+if [ "$mode" = bench ]; then
+    body=$(curl -s "$fleet_url?adapter=shm")
+    [ "$body" = counted ] || { say "the fleet endpoint answers: $body"; exit 1; }
+    wait_for "the fleet sidecar's first sync" 15 grep -q 'connected to' "$work/fleet.log"
+fi
 say "nginx on 127.0.0.1:$web_port, php-fpm $("$fpm" -v | head -n 1 | cut -d' ' -f2) with $workers workers (pm=static), $(wrk --version 2>&1 | head -n 1 | cut -d' ' -f1-2)"
 
-# run_wrk CONNECTIONS SECONDS QUERY: one wrk run; prints its WRK line.
+# run_wrk CONNECTIONS SECONDS QUERY [URL]: one wrk run; prints its WRK line.
 run_wrk() {
     local out
-    out=$(timeout $(($2 + 30)) wrk -t1 -c"$1" -d"$2"s --timeout 10s --latency -s "$repo/benches/web/wrk.lua" "$url?$3" 2>&1) || {
+    out=$(timeout $(($2 + 30)) wrk -t1 -c"$1" -d"$2"s --timeout 10s --latency -s "$repo/benches/web/wrk.lua" "${4:-$url}?$3" 2>&1) || {
         say "wrk failed or hung: $out"
         return 1
     }
@@ -193,15 +223,18 @@ run_wrk() {
 field() { sed -nE "s/.* $1=([0-9]+).*/\1/p" <<<"$2"; }
 
 if [ "$mode" = bench ]; then
-    endpoints=(plain null shm apcu redis)
+    endpoints=(plain null shm fleet apcu redis)
     results=$work/results.tsv
     : >"$results"
-    for endpoint in "${endpoints[@]}"; do run_wrk 8 1 "adapter=$endpoint" >/dev/null; done   # warm-up
+    # The fleet endpoint is SlidingTimeWindowShm, served by the master in fleet mode.
+    query() { if [ "$1" = fleet ]; then echo "adapter=shm$2"; else echo "adapter=$1$2"; fi; }
+    endpoint_url() { if [ "$1" = fleet ]; then echo "$fleet_url"; else echo "$url"; fi; }
+    for endpoint in "${endpoints[@]}"; do run_wrk 8 1 "$(query "$endpoint" "")" "$(endpoint_url "$endpoint")" >/dev/null; done   # warm-up
     for round in $(seq "$rounds"); do
         for services in 1 1000; do
             for connections in $concurrency; do
                 for endpoint in "${endpoints[@]}"; do
-                    line=$(run_wrk "$connections" "$duration" "adapter=$endpoint&services=$services")
+                    line=$(run_wrk "$connections" "$duration" "$(query "$endpoint" "&services=$services")" "$(endpoint_url "$endpoint")")
                     printf '%s\t%s\t%s\t%s\t%s\n' "$round" "$services" "$connections" "$endpoint" "$line" >>"$results"
                 done
             done
@@ -209,6 +242,7 @@ if [ "$mode" = bench ]; then
         say "round $round of $rounds done"
     done
     php "$repo/benches/web/report.php" "$results" "$workers" "$duration"
+    say "the fleet sidecar: $(grep -c 'lost\|cannot' "$work/fleet.log" || true) sync failures; $(tail -n 1 "$work/fleet.log")"
     exit 0
 fi
 

@@ -14,10 +14,12 @@
 declare(strict_types=1);
 
 const GOAL = 0.02;   // SlidingTimeWindowShm within 2 % of the do-nothing adapter
+const FLEET_GOAL = 0.97;   // fleet mode at least 0.97 of local SlidingTimeWindowShm, req/s and p99
 const NAMES = [
     'plain' => 'plain PHP, no Ganesha',
     'null' => 'Ganesha, do-nothing adapter',
     'shm' => 'SlidingTimeWindowShm',
+    'fleet' => 'SlidingTimeWindowShm, fleet mode',
     'apcu' => 'Ganesha Apcu',
     'redis' => 'Ganesha Redis',
 ];
@@ -90,6 +92,32 @@ foreach ($runs as $services => $byConnections) {
             }
         }
     }
+}
+// Fleet mode against local SlidingTimeWindowShm, round by round.
+$fleetRows = [];
+$fleetMet = true;
+foreach ($runs as $services => $byConnections) {
+    foreach ($byConnections as $connections => $byEndpoint) {
+        if (!isset($byEndpoint['fleet'], $byEndpoint['shm'])) {
+            continue;
+        }
+        $rpsRatio = $p99Ratio = [];
+        foreach ($byEndpoint['fleet'] as $round => $figures) {
+            if (isset($byEndpoint['shm'][$round])) {
+                $rpsRatio[] = $figures['rps'] / $byEndpoint['shm'][$round]['rps'];
+                $p99Ratio[] = $byEndpoint['shm'][$round]['p99'] / max(1, $figures['p99']);
+            }
+        }
+        [$r, $p] = [median($rpsRatio), median($p99Ratio)];
+        $fleetMet = $fleetMet && $r >= FLEET_GOAL && $p >= FLEET_GOAL;
+        $fleetRows[] = sprintf("| %s | %d | %.3f | %.3f |\n", $services === 1 ? '1' : number_format($services), $connections, $r, $p);
+    }
+}
+if ($fleetRows !== []) {
+    echo "\nFleet mode ÷ local SlidingTimeWindowShm (req/s, and local p99 ÷ fleet p99: above 1 is faster)\n\n";
+    echo "| services | connections | req/s ratio | p99 ratio |\n|---|---|---|---|\n";
+    echo implode('', $fleetRows);
+    printf("\nGoal: fleet mode at least %.2f of local SlidingTimeWindowShm in req/s and p99: %s\n", FLEET_GOAL, $fleetMet ? 'met' : 'not met');
 }
 printf(
     "\nGoal: SlidingTimeWindowShm within %d %% of the do-nothing adapter's req/s and p99 at every concurrency: %s\n",
