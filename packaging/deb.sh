@@ -82,16 +82,27 @@ strip --strip-unneeded --remove-section=.comment --remove-section=.note "$tree$e
 subst() { sed -e "s/@PHP_VERSION@/$ver/g" -e "s/@PACKAGE@/$package/g" "$1"; }
 subst packaging/debian/ganesha_shm.ini >"$tree/etc/php/$ver/mods-available/ganesha_shm.ini"
 subst packaging/debian/tmpfiles.conf >"$tree/usr/lib/tmpfiles.d/$package.conf"
-doc=$tree/usr/share/doc/$package
-install -m 0644 packaging/debian/copyright "$doc/copyright"
-gzip -9n <README.md >"$doc/README.md.gz"
-{
-    echo "ganesha-shm ($version) unstable; urgency=medium"
-    echo
-    echo "  * The ganesha_shm extension $version for PHP $ver, built by packaging/deb.sh."
-    echo
-    echo " -- $maintainer  $(date -u -R -d "@$SOURCE_DATE_EPOCH")"
-} | gzip -9n >"$doc/changelog.gz"
+# docs DIR WHAT: the copyright, the README and a changelog of one entry saying WHAT, into DIR.
+docs() {
+    install -m 0644 packaging/debian/copyright "$1/copyright"
+    gzip -9n <README.md >"$1/README.md.gz"
+    {
+        echo "ganesha-shm ($version) unstable; urgency=medium"
+        echo
+        echo "  * $2, built by packaging/deb.sh."
+        echo
+        echo " -- $maintainer  $(date -u -R -d "@$SOURCE_DATE_EPOCH")"
+    } | gzip -9n >"$1/changelog.gz"
+}
+# finish TREE DEB: the md5sums of TREE, then the package DEB built from it.
+finish() {
+    (cd "$1" && find . -type f ! -path './DEBIAN/*' -printf '%P\0' | sort -z | xargs -0 md5sum) >"$1/DEBIAN/md5sums"
+    chmod 0644 "$1/DEBIAN/control" "$1/DEBIAN/conffiles" "$1/DEBIAN/md5sums"
+    mkdir -p "$(dirname "$2")"
+    dpkg-deb --root-owner-group -Zxz --build "$1" "$2" >/dev/null
+    say "built $2"
+}
+docs "$tree/usr/share/doc/$package" "The ganesha_shm extension $version for PHP $ver"
 
 for script in postinst prerm postrm; do
     subst "packaging/debian/$script" >"$tree/DEBIAN/$script"
@@ -124,12 +135,7 @@ Description: shared-memory circuit store of the Ganesha circuit breaker for PHP 
  This package enables the extension for every SAPI of PHP $ver with phpenmod.
  Its settings are in /etc/php/$ver/mods-available/ganesha_shm.ini.
 EOF
-(cd "$tree" && find . -type f ! -path './DEBIAN/*' -printf '%P\0' | sort -z | xargs -0 md5sum) >"$tree/DEBIAN/md5sums"
-chmod 0644 "$tree/DEBIAN/control" "$tree/DEBIAN/conffiles" "$tree/DEBIAN/md5sums"
-
-mkdir -p "$out"
-dpkg-deb --root-owner-group -Zxz --build "$tree" "$deb" >/dev/null
-say "built $deb"
+finish "$tree" "$deb"
 
 # The fleet sidecar's package, ganesha-shm-fleet: the same for every PHP, since it links no PHP.
 fleet_package=ganesha-shm-fleet
@@ -143,16 +149,7 @@ install -m 0755 "$sidecar" "$fleet_tree/usr/bin/ganesha-shm-fleet"
 strip --strip-unneeded --remove-section=.comment --remove-section=.note "$fleet_tree/usr/bin/ganesha-shm-fleet"
 install -m 0644 packaging/debian/fleet/ganesha-shm-fleet.service "$fleet_tree/usr/lib/systemd/system/"
 install -m 0644 packaging/debian/fleet/fleet.conf "$fleet_tree/etc/ganesha-shm/fleet.conf"
-fleet_doc=$fleet_tree/usr/share/doc/$fleet_package
-install -m 0644 packaging/debian/copyright "$fleet_doc/copyright"
-gzip -9n <README.md >"$fleet_doc/README.md.gz"
-{
-    echo "ganesha-shm ($version) unstable; urgency=medium"
-    echo
-    echo "  * The fleet sidecar ganesha-shm-fleet $version, built by packaging/deb.sh."
-    echo
-    echo " -- $maintainer  $(date -u -R -d "@$SOURCE_DATE_EPOCH")"
-} | gzip -9n >"$fleet_doc/changelog.gz"
+docs "$fleet_tree/usr/share/doc/$fleet_package" "The fleet sidecar ganesha-shm-fleet $version"
 for script in postinst prerm postrm; do
     install -m 0755 "packaging/debian/fleet/$script" "$fleet_tree/DEBIAN/$script"
 done
@@ -180,10 +177,7 @@ Description: fleet sidecar of ganesha-shm, the Ganesha circuit store in shared m
  /etc/ganesha-shm/fleet.conf, then systemctl enable --now ganesha-shm-fleet.
  PHP runs with ganesha_shm.fleet=1 and ganesha_shm.path.
 EOF
-(cd "$fleet_tree" && find . -type f ! -path './DEBIAN/*' -printf '%P\0' | sort -z | xargs -0 md5sum) >"$fleet_tree/DEBIAN/md5sums"
-chmod 0644 "$fleet_tree/DEBIAN/control" "$fleet_tree/DEBIAN/conffiles" "$fleet_tree/DEBIAN/md5sums"
-dpkg-deb --root-owner-group -Zxz --build "$fleet_tree" "$fleet_deb" >/dev/null
-say "built $fleet_deb"
+finish "$fleet_tree" "$fleet_deb"
 
 if command -v lintian >/dev/null 2>&1; then
     for built in "$deb" "$fleet_deb"; do

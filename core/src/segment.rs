@@ -478,15 +478,7 @@ impl Segment {
     /// its group access only for this process's group or its setgid directory's, and holds a
     /// segment of this layout for `settings`.
     pub fn open_file(path: &Path, layout: Regions, layout_of: LayoutOf, mode: u32) -> Result<Self, Refusal> {
-        if !path.is_absolute() {
-            return Err(Refusal::NotAbsolute);
-        }
-        let name = path
-            .file_name()
-            .ok_or(Refusal::Directory { path: path.to_path_buf(), why: DirectoryFault::NotCanonical })?;
-        let name = std::ffi::CString::new(name.as_encoded_bytes())
-            .map_err(|_| Refusal::Io { doing: "open it", error: "the path holds a NUL byte".into() })?;
-        let directory = TrustedDirectory::open(path.parent().unwrap_or(Path::new("/")))?;
+        let (directory, name) = Self::directory_of(path)?;
         let io = |doing| move |error: io::Error| Refusal::Io { doing, error: error.to_string() };
         // Two rounds at most: the file is missing, and another process links its own first.
         for _ in 0..2 {
@@ -506,6 +498,16 @@ impl Segment {
     /// sidecar has none of its own), after the checks of [`Segment::open_file`], with `mode` as
     /// the most the file may grant. Never creates it: a missing file is [`Refusal::Missing`].
     pub fn attach_file(path: &Path, layout_of: LayoutOf, mode: u32) -> Result<Self, Refusal> {
+        let (directory, name) = Self::directory_of(path)?;
+        match directory.open_file(&name) {
+            Ok(file) => Self::map_existing(file, path, None, layout_of, mode, &directory),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Err(Refusal::Missing),
+            Err(e) => Err(Refusal::Io { doing: "open it", error: e.to_string() }),
+        }
+    }
+
+    /// The checked directory of the absolute `path`, and the file's name in it.
+    fn directory_of(path: &Path) -> Result<(TrustedDirectory, std::ffi::CString), Refusal> {
         if !path.is_absolute() {
             return Err(Refusal::NotAbsolute);
         }
@@ -515,11 +517,7 @@ impl Segment {
         let name = std::ffi::CString::new(name.as_encoded_bytes())
             .map_err(|_| Refusal::Io { doing: "open it", error: "the path holds a NUL byte".into() })?;
         let directory = TrustedDirectory::open(path.parent().unwrap_or(Path::new("/")))?;
-        match directory.open_file(&name) {
-            Ok(file) => Self::map_existing(file, path, None, layout_of, mode, &directory),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Err(Refusal::Missing),
-            Err(e) => Err(Refusal::Io { doing: "open it", error: e.to_string() }),
-        }
+        Ok((directory, name))
     }
 
     /// Writes a new segment under a temporary name in `directory`, then links it to `name`

@@ -173,9 +173,14 @@ $renderCircuits = static function () use ($services, $settings, $info, $error, $
                             <?php } ?>
                         </td>
                         <td class="chart"><?= $chart($service['buckets'] ?? []) ?></td>
-                        <td class="num"><?= $h($service['failures']) ?></td>
-                        <td class="num"><?= $h($service['successes'] ?? '—') ?></td>
-                        <td class="num"><?= $h($service['rejections'] ?? '—') ?></td>
+                        <?php foreach (['failures', 'successes', 'rejections'] as $count) { ?>
+                            <td class="num">
+                                <?= $h($service[$count] ?? '—') ?>
+                                <?php if (is_array($service['fleet'] ?? null)) { ?>
+                                    <div class="note fleet<?= $service['fleet']['decides'] ? ' decides' : '' ?>" title="every host of the fleet, this one included<?= $service['fleet']['decides'] ? ': these decide' : '' ?>">fleet <?= $h($service['fleet'][$count]) ?></div>
+                                <?php } ?>
+                            </td>
+                        <?php } ?>
                         <td>
                             <?php if ($service['last_failure_time'] === null) { ?>
                                 —
@@ -196,6 +201,15 @@ $renderCircuits = static function () use ($services, $settings, $info, $error, $
             <?= $h($info['status_slots_used'] ?? '?') ?> of <?= $h($info['status_slots'] ?? '?') ?> status slots in use,
             <?= $h(round(($info['segment_bytes'] ?? 0) / 1048576, 1)) ?> MiB segment,
             ganesha_shm <?= $h($info['version'] ?? '?') ?>
+            <?php if (array_key_exists('fleet_attached', $info)) { ?>
+                · fleet mode:
+                <?php if ($info['fleet_attached'] === 1) { ?>
+                    <span class="fleet-state">attached, last sync <?= $h(number_format($info['fleet_sync_age_ms'] / 1000, 1)) ?> s ago, <?= $h($info['fleet_hosts']) ?> hosts</span>
+                <?php } else { ?>
+                    <span class="fleet-state">not attached (this host decides alone)</span>
+                <?php } ?>
+                , <?= $h($info['fleet_sync_errors']) ?> sync errors
+            <?php } ?>
         </p>
     <?php }
 
