@@ -1,7 +1,7 @@
 //! ganesha_shm: a PHP extension giving the Ganesha circuit breaker a sliding-time-window
 //! storage adapter in shared memory, shared by every process forked after PHP starts.
 //!
-//! The store itself, which knows nothing of PHP, is the crate `ganesha_shm_core` (core/): its
+//! The store itself, which knows nothing of PHP, is the crate `ganesha_shm_core` (crates/core/): its
 //! layers are re-exported here under their own names. This crate's layers, each using only
 //! the ones listed before it and the core's:
 //! * [`metrics`]: the Prometheus text format, pure;

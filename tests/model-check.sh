@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Model-checks the table's and the store's protocols with loom (core/src/loom_tests.rs): every
+# Model-checks the table's and the store's protocols with loom (crates/core/src/loom_tests.rs): every
 # interleaving of 2-3 threads' atomic steps, each thread with its own clock, up to
 # LOOM_MAX_PREEMPTIONS preemptions (default 2), with one thread stopped for ever before each of
 # its steps in turn. Prints the interleavings explored; exits non-zero on any failure.

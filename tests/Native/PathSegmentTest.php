@@ -17,7 +17,7 @@ use Zeusi\GaneshaShmAdapter\Tests\Support\TestAdapter;
  */
 final class PathSegmentTest extends TestCase
 {
-    /** Header words, by index (core/src/segment.rs). */
+    /** Header words, by index (crates/core/src/segment.rs). */
     private const WORD_LAYOUT_VERSION = 1;
     private const WORD_SEGMENT_BYTES = 2;
 
@@ -239,7 +239,7 @@ final class PathSegmentTest extends TestCase
         $this->inProcess('', ['ganesha_shm.max_services' => 8]);
 
         $this->assertRefused(
-            'it was created for max_services=8, max_key_length=160, max_buckets=120, not for max_services=16, max_key_length=160, max_buckets=120',
+            'it was created for max_services=8, max_key_length=160, max_buckets=120, fleet=off, not for max_services=16, max_key_length=160, max_buckets=120, fleet=off',
             ['ganesha_shm.max_services' => 16]
         );
     }
@@ -249,7 +249,7 @@ final class PathSegmentTest extends TestCase
         $this->inProcess('', ['ganesha_shm.max_services' => 8]);
 
         $this->assertRefused(
-            'it was created for max_services=8, max_key_length=160, max_buckets=120, not for max_services=4, max_key_length=160, max_buckets=120',
+            'it was created for max_services=8, max_key_length=160, max_buckets=120, fleet=off, not for max_services=4, max_key_length=160, max_buckets=120, fleet=off',
             ['ganesha_shm.max_services' => 4]
         );
     }
@@ -259,8 +259,18 @@ final class PathSegmentTest extends TestCase
         $this->inProcess('');
 
         $this->assertRefused(
-            'it was created for max_services=1024, max_key_length=160, max_buckets=120, not for max_services=1024, max_key_length=160, max_buckets=60',
+            'it was created for max_services=1024, max_key_length=160, max_buckets=120, fleet=off, not for max_services=1024, max_key_length=160, max_buckets=60, fleet=off',
             ['ganesha_shm.max_buckets' => 60]
+        );
+    }
+
+    public function testTurningFleetModeOnWithAnExistingFileIsRefused(): void
+    {
+        $this->inProcess('');
+
+        $this->assertRefused(
+            'it was created for max_services=1024, max_key_length=160, max_buckets=120, fleet=off, not for max_services=1024, max_key_length=160, max_buckets=120, fleet=on',
+            ['ganesha_shm.fleet' => 1]
         );
     }
 
@@ -269,7 +279,7 @@ final class PathSegmentTest extends TestCase
         $this->inProcess('');
 
         $this->assertRefused(
-            'it was created for max_services=1024, max_key_length=160, max_buckets=120, not for max_services=1024, max_key_length=64, max_buckets=120',
+            'it was created for max_services=1024, max_key_length=160, max_buckets=120, fleet=off, not for max_services=1024, max_key_length=64, max_buckets=120, fleet=off',
             ['ganesha_shm.max_key_length' => 64]
         );
     }

@@ -11,7 +11,7 @@ namespace Zeusi\GaneshaShmAdapter\Tests\Support;
 final class ProcFs
 {
     /**
-     * The name the extension gives its anonymous segment's memfd (core/src/segment.rs); the mapping
+     * The name the extension gives its anonymous segment's memfd (crates/core/src/segment.rs); the mapping
      * shows in /proc/<pid>/maps as `/memfd:ganesha_shm (deleted)`.
      */
     public const MEMFD_NAME = 'ganesha_shm';

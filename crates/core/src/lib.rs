@@ -1,5 +1,5 @@
 //! ganesha_shm_core: the circuit store of ganesha-shm, in shared memory, without PHP. The PHP
-//! extension (the crate at the repository's root) and the fleet sidecar (`fleet/`) both build
+//! extension (the crate at the repository's root) and the fleet sidecar (`crates/fleet/`) both build
 //! on it.
 //!
 //! One layer per file, each using only the ones listed before it:
