@@ -38,8 +38,22 @@ use crate::window::{self, timed, CountWord, Window, WindowError};
 enum Strategy {
     /// `Builder::withRateStrategy()`: counts in the buckets of a sliding time window.
     Rate(Window),
+    /// The same in fleet mode (`ganesha_shm.fleet`), with the thresholds that choose between
+    /// this host's counts and the fleet's (see `load_in_fleet`). A variant of its own, so that a
+    /// load without fleet mode costs nothing more than before it existed.
+    FleetRate(Window, Thresholds),
     /// `Builder::withCountStrategy()`: plain counters.
     Count,
+}
+
+impl Strategy {
+    /// The time window of the Rate strategy, in fleet mode or not.
+    fn window(&self) -> Option<&Window> {
+        match self {
+            Self::Rate(window) | Self::FleetRate(window, _) => Some(window),
+            Self::Count => None,
+        }
+    }
 }
 
 /// What `setContext()` gives the adapter.
@@ -81,7 +95,7 @@ impl Configured {
     /// Seconds a last failure time is kept: as long as the buckets, or as a Count counter.
     fn last_failure_ttl(&self) -> u64 {
         match &self.strategy {
-            Strategy::Rate(window) => window.ttl(),
+            Strategy::Rate(window) | Strategy::FleetRate(window, _) => window.ttl(),
             Strategy::Count => window::COUNT_TTL,
         }
     }
@@ -119,6 +133,12 @@ fn configured(read: context::Read, bucket_duration: Option<u64>) -> PhpResult<Ar
             Strategy::Count,
             failure_count_threshold.map(|failure_count_threshold| Thresholds::Count { failure_count_threshold }),
         ),
+    };
+    // Fleet mode needs the thresholds, which Ganesha's own Context always gives.
+    let fleet = process::store().is_ok_and(|store| store.has_fleet());
+    let strategy = match (strategy, thresholds) {
+        (Strategy::Rate(window), Some(thresholds)) if fleet => Strategy::FleetRate(window, thresholds),
+        (strategy, _) => strategy,
     };
     let configured = Arc::new(Configured {
         strategy,
@@ -252,7 +272,7 @@ impl AbstractSlidingTimeWindowShm {
     /// never claims the half-open trial.
     #[php(defaults(buckets = false))]
     pub fn snapshot(&self, buckets: bool) -> PhpResult<ZBox<ZendHashTable>> {
-        let counts_requests = matches!(self.configuration()?.strategy, Strategy::Rate(_));
+        let counts_requests = self.configuration()?.strategy.window().is_some();
         let mut services = ZendHashTable::new();
         for view in self.views(buckets)? {
             let row = snapshot_row(&view, counts_requests)?;
@@ -400,18 +420,19 @@ impl From<Refusal> for PhpException {
 
 /// Fleet mode's `load()` of a Rate counter: the count of the view `circuit::fleet_view`
 /// chooses from this host's counts and the fleet's, while the sidecar's last sync is fresh;
-/// this host's own count otherwise, and for a key of no service of this configuration.
+/// this host's own count otherwise, and for a key of no service of this configuration. Kept out
+/// of line, so that a load without fleet mode pays a branch and nothing else.
+#[inline(never)]
 fn load_in_fleet(
     store: &Store<'_>,
     key: &[u8],
     window: &Window,
+    thresholds: Thresholds,
     configured: &Configured,
     now: u64,
 ) -> Result<u64, StoreError> {
     let fresh = process::fleet_state().is_some_and(|(sync, now_ms)| sync.is_fresh(now_ms));
-    let (Some(thresholds), Some((service, counter)), true) =
-        (configured.thresholds, configured.storage_keys.counter_of(key), fresh)
-    else {
+    let Some((service, counter)) = configured.storage_keys.counter_of(key).filter(|_| fresh) else {
         return store.load(key, window, now);
     };
     let (own, fleet) = fleet_figures(store, &configured.storage_keys, service, window, now)?;
@@ -448,8 +469,10 @@ impl AbstractSlidingTimeWindowShm {
     fn load_at(&self, service: &[u8], configured: &Configured, now: u64) -> Result<i64, Refusal> {
         let store = process::store()?;
         let count = match &configured.strategy {
-            Strategy::Rate(window) if store.has_fleet() => load_in_fleet(store, service, window, configured, now),
             Strategy::Rate(window) => store.load(service, window, now),
+            Strategy::FleetRate(window, thresholds) => {
+                load_in_fleet(store, service, window, *thresholds, configured, now)
+            }
             Strategy::Count => store.load_count(service, now),
         };
         Ok(count?.min(i64::MAX as u64) as i64)
@@ -459,7 +482,7 @@ impl AbstractSlidingTimeWindowShm {
     fn increment_at(&self, service: &[u8], configured: &Configured, now: u64) -> Result<(), Refusal> {
         let store = process::store()?;
         let renewed = match &configured.strategy {
-            Strategy::Rate(window) => store.increment(service, window, now),
+            Strategy::Rate(window) | Strategy::FleetRate(window, _) => store.increment(service, window, now),
             Strategy::Count => store.increment_count(service, now),
         }?;
         configured.keep_service(store, TableKind::Counters, service, now, renewed);
@@ -565,7 +588,9 @@ impl AbstractSlidingTimeWindowShm {
             .into_iter()
             .map(|service| {
                 let load = |suffix: &[u8]| match &configured.strategy {
-                    Strategy::Rate(window) => store.load(&key(&service, suffix), window, now),
+                    Strategy::Rate(window) | Strategy::FleetRate(window, _) => {
+                        store.load(&key(&service, suffix), window, now)
+                    }
                     Strategy::Count => store.load_count(&key(&service, suffix), now),
                 };
                 let figures = Figures {
@@ -583,7 +608,7 @@ impl AbstractSlidingTimeWindowShm {
                         .unwrap_or(STATUS_CALMED_DOWN),
                 };
                 let fleet = match &configured.strategy {
-                    Strategy::Rate(window) if store.has_fleet() => {
+                    Strategy::FleetRate(window, _) => {
                         if process::fleet_state().is_some_and(|(sync, now_ms)| sync.is_fresh(now_ms)) {
                             let (_, counts) =
                                 fleet_figures(store, keys, &service, window, now).map_err(storage_error)?;
@@ -607,7 +632,7 @@ impl AbstractSlidingTimeWindowShm {
                 };
                 let state = circuit::state(thresholds, &deciding, configured.interval_to_half_open as i64, now as i64);
                 let buckets = match &configured.strategy {
-                    Strategy::Rate(window) if buckets => {
+                    Strategy::Rate(window) | Strategy::FleetRate(window, _) if buckets => {
                         let counts = |suffix: &[u8]| {
                             store.bucket_counts(&key(&service, suffix), window, now).map_err(storage_error)
                         };
@@ -654,7 +679,7 @@ impl AbstractSlidingTimeWindowShm {
         let (configured, now) = self.configured_now()?;
         match configured.strategy {
             Strategy::Count => Ok((configured, now)),
-            Strategy::Rate(_) => Err(exception(
+            Strategy::Rate(_) | Strategy::FleetRate(..) => Err(exception(
                 "LogicException",
                 format!(
                     "{method}() is a Count strategy call; with the Rate strategy the adapter counts in time buckets."

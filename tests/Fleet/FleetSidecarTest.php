@@ -69,6 +69,28 @@ final class FleetSidecarTest extends FleetTestCase
         self::assertSame(0, $sidecar->stop());
     }
 
+    public function testAFullSegmentRefusesTheFleetsCountsOfNewServicesWithOneLineEach(): void
+    {
+        // h1 has room for one service (3 counter slots); h2 reports failures of five.
+        [$small, $large] = $this->startHosts(2, self::GANESHA, null, [], ['h1' => ['ganesha_shm.max_services' => 1]]);
+        $own = self::service('own');
+        $small->record($own, 1);
+        $services = [];
+        for ($i = 0; $i < 5; ++$i) {
+            $large->record($services[] = self::service('many'), 1);
+        }
+        $this->waitForSyncs([$small, $large], $this->nowMs(), 4);
+
+        $log = $small->sidecar->logText();
+        $refused = \substr_count($log, "the segment refused the fleet's counts of");
+        self::assertGreaterThanOrEqual(2, $refused, "at most 2 of the 5 fit beside h1's own service:\n{$log}");
+        foreach ($services as $service) {
+            self::assertLessThanOrEqual(1, \substr_count($log, "counts of \"ganesha_{$service}_failure\""), "one line for {$service}, not one a sync");
+        }
+        self::assertSame(1, self::own($small, $own)['failures'], 'its own service keeps its slot');
+        self::assertTrue($small->sidecar->running());
+    }
+
     public function testFieldsItCannotParseAreLoggedOnceAndSkipped(): void
     {
         [$first, $second] = $this->startHosts(2);

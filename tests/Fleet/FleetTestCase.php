@@ -69,9 +69,10 @@ abstract class FleetTestCase extends TestCase
      *
      * @param array<string, int> $ganesha
      * @param list<string> $sidecarFlags more flags for the sidecars
+     * @param array<string, array<string, string|int>> $ini more PHP settings, by host name
      * @return list<FleetHost>
      */
-    protected function startHosts(int $count = 3, array $ganesha = self::GANESHA, ?string $redisUrl = null, array $sidecarFlags = []): array
+    protected function startHosts(int $count = 3, array $ganesha = self::GANESHA, ?string $redisUrl = null, array $sidecarFlags = [], array $ini = []): array
     {
         if ($redisUrl === null) {
             $this->redis ??= RedisServer::start($this->dir);
@@ -79,7 +80,7 @@ abstract class FleetTestCase extends TestCase
         }
         for ($i = 1; $i <= $count; ++$i) {
             $name = "h{$i}";
-            $host = new FleetHost($name, "{$this->dir}/{$name}.segment", $ganesha, "{$this->dir}/{$name}.php.log");
+            $host = new FleetHost($name, "{$this->dir}/{$name}.segment", $ganesha, "{$this->dir}/{$name}.php.log", $ini[$name] ?? []);
             $host->snapshot(); // the segment file exists once PHP has started
             $host->sidecar = FleetSidecar::start([
                 '--segment', $host->segment, '--redis', $redisUrl, '--fleet', $this->fleet, '--host', $name,

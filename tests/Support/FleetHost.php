@@ -18,12 +18,19 @@ final class FleetHost
 
     public ?FleetSidecar $sidecar = null;
 
-    /** @param array<string, int> $ganesha Ganesha's settings */
-    public function __construct(public readonly string $name, public readonly string $segment, array $ganesha, private readonly string $errors)
+    /**
+     * @param array<string, int> $ganesha Ganesha's settings
+     * @param array<string, string|int> $ini more settings of its PHP
+     */
+    public function __construct(public readonly string $name, public readonly string $segment, array $ganesha, private readonly string $errors, array $ini = [])
     {
+        $settings = [];
+        foreach (['ganesha_shm.path' => $segment, 'ganesha_shm.fleet' => 1] + $ini as $setting => $value) {
+            \array_push($settings, '-d', $setting . '=' . $value);
+        }
         $command = [
-            \PHP_BINARY, '-n', '-d', 'display_errors=stderr', '-d', 'error_reporting=-1',
-            '-d', 'extension=' . Php::extensionPath(), '-d', 'ganesha_shm.path=' . $segment, '-d', 'ganesha_shm.fleet=1',
+            \PHP_BINARY, '-n', '-d', 'display_errors=stderr', '-d', 'error_reporting=-1', '-d', 'extension=' . Php::extensionPath(),
+            ...$settings,
             \dirname(__DIR__) . '/Fleet/scripts/host.php', \json_encode($ganesha, \JSON_THROW_ON_ERROR), __DIR__ . '/Autoload.php',
         ];
         $process = \proc_open($command, [0 => ['pipe', 'r'], 1 => ['pipe', 'w'], 2 => ['file', $errors, 'a']], $pipes);

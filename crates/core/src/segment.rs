@@ -850,6 +850,7 @@ pub mod guard {
     }
 
     /// Whether the segment file was lost (truncated under the mapping) in this process.
+    #[inline]
     pub fn lost() -> bool {
         STATE.load(Ordering::Relaxed) != INTACT
     }
@@ -862,6 +863,7 @@ pub mod guard {
 
     /// True once, the first time it is asked after the segment file was lost: for the one
     /// warning line.
+    #[inline]
     pub fn take_loss() -> bool {
         unreported() && STATE.compare_exchange(LOST, REPORTED, Ordering::Relaxed, Ordering::Relaxed).is_ok()
     }

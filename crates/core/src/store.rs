@@ -272,6 +272,9 @@ impl<'a> Store<'a> {
     }
 
     /// Counts one event of `key` in the current bucket.
+    // Inlined across the crate boundary, as it was when the store and the extension were one
+    // crate: the hot path must not pay for the split.
+    #[inline]
     pub fn increment(&self, key: &[u8], window: &Window, now: u64) -> Result<Renewed, StoreError> {
         debug_assert!(window.window_buckets() < self.ring.len(), "windows are made for this store's rings");
         let bucket = window.bucket_at(now);
@@ -291,6 +294,7 @@ impl<'a> Store<'a> {
     }
 
     /// The events of `key` in the buckets spanning the window at `now`.
+    #[inline]
     pub fn load(&self, key: &[u8], window: &Window, now: u64) -> Result<u64, StoreError> {
         self.fold_buckets(key, window, now, 0, |sum, _, count| sum + count)
     }
@@ -331,6 +335,7 @@ impl<'a> Store<'a> {
     }
 
     /// Whether the counters keep the fleet's ring (fleet mode).
+    #[inline]
     pub fn has_fleet(&self) -> bool {
         self.fleet_ring.is_some()
     }

@@ -111,6 +111,7 @@ fn run(config: Config) -> ExitCode {
     let mut failures: u64 = 0;
     let mut backoff = Duration::from_millis(100).min(interval);
     let mut logged_fields: HashSet<Vec<u8>> = HashSet::new();
+    let mut logged_refusals: HashSet<Vec<u8>> = HashSet::new();
     let mut synced: u64 = 0;
     let mut next = Instant::now();
     while !STOP.load(Ordering::Relaxed) {
@@ -201,8 +202,14 @@ fn run(config: Config) -> ExitCode {
                         log(&format!("skipped the field {:?}: {why}", String::from_utf8_lossy(&field)));
                     }
                 }
-                for refused in report.refused {
-                    log(&format!("the segment refused the fleet's counts of {refused}"));
+                // Once each, or a full segment would log every interval.
+                for (key, why) in report.refused {
+                    if logged_refusals.insert(key.clone()) {
+                        log(&format!(
+                            "the segment refused the fleet's counts of {:?}: {why}",
+                            String::from_utf8_lossy(&key)
+                        ));
+                    }
                 }
             }
             Err(error) => {

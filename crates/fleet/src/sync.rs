@@ -85,8 +85,8 @@ pub struct Report {
     pub written: usize,
     /// Fields that could not be parsed, each with why (logged once each by the caller).
     pub unparsed: Vec<(Vec<u8>, String)>,
-    /// Counters the segment refused (full).
-    pub refused: Vec<String>,
+    /// Counters whose fleet counts the segment refused (full), each with why.
+    pub refused: Vec<(Vec<u8>, String)>,
 }
 
 /// What the sidecar keeps between syncs.
@@ -225,7 +225,7 @@ impl Syncer {
             let keep_until = published.iter().map(|p| p.kept_until).max().unwrap_or(now).min(longest);
             match store.write_fleet_buckets(key, now, keep_until, &ring) {
                 Ok(()) => report.written += 1,
-                Err(error) => report.refused.push(format!("{}: {:?}", String::from_utf8_lossy(key), error.error)),
+                Err(error) => report.refused.push((key.clone(), format!("{:?}", error.error))),
             }
         }
         Ok(report)
