@@ -6,7 +6,8 @@
 # the functions that cost the most, and what the extension's own functions cost in all.
 # (a) is isAvailable() + success() on a Ganesha built once; (e) is a request as php-fpm serves
 # one: a new adapter, Builder::...->build() (which calls setContext()), then (a). Then the
-# instructions of one refused new key on a full store, and the extension's share of them.
+# instructions of one refused new key on a full store, and the extension's share of them; and,
+# when redis-server and the fleet sidecar are there, workload (a) in fleet mode.
 #
 #   bash benches/profile.sh [CYCLES]      (default 20000; GANESHA_SHM_EXT=... profiles another build)
 #
@@ -48,9 +49,36 @@ for n in "$warm" "$((warm + cycles))"; do
     callgrind_annotate --auto=no --threshold=100 --inclusive=no "$out/refuse.$n" >"$out/refuse.$n.self"
 done
 
-php -- "$out" "$warm" "$((warm + cycles))" "$cycles" <<'PHP'
+# Workload (a) in fleet mode: a segment file with ganesha_shm.fleet=1, its sidecar syncing it with
+# a redis-server on the loopback (the fleet's counts decide, or would), when both are installed.
+sidecar=$(dirname "$extension")/ganesha-shm-fleet
+fleet=
+if command -v redis-server >/dev/null && [ -x "$sidecar" ]; then
+    port=$(php -r '$s = stream_socket_server("tcp://127.0.0.1:0"); $n = stream_socket_get_name($s, false); echo substr($n, strrpos($n, ":") + 1);')
+    redis-server --bind 127.0.0.1 --port "$port" --save "" --appendonly no --dir "$out" --daemonize no \
+        --logfile "$out/redis.log" >/dev/null 2>&1 &
+    redis_pid=$!
+    trap 'kill "${sidecar_pid:-}" "$redis_pid" 2>/dev/null; wait 2>/dev/null; rm -rf "$out"' EXIT
+    fleet_ini=(-d "ganesha_shm.path=$out/fleet.segment" -d ganesha_shm.fleet=1)
+    php -d "extension=$extension" "${fleet_ini[@]}" -r 'exit(ganesha_shm_info()["fleet_attached"] ?? 2);' || true
+    "$sidecar" --segment "$out/fleet.segment" --redis "redis://127.0.0.1:$port" --fleet profile --host a \
+        --interval-ms 200 2>"$out/fleet.log" &
+    sidecar_pid=$!
+    until php -d "extension=$extension" "${fleet_ini[@]}" -r 'exit(ganesha_shm_info()["fleet_attached"] === 1 ? 0 : 1);'; do
+        sleep 0.1
+    done
+    for n in "$warm" "$((warm + cycles))"; do
+        run=$out/a.fleet.$n
+        valgrind --tool=callgrind --callgrind-out-file="$run" \
+            php -d "extension=$extension" "${fleet_ini[@]}" benches/profile.php shm "$n" a 2>/dev/null
+        callgrind_annotate --auto=no --threshold=100 --inclusive=no "$run" >"$run.self"
+    done
+    fleet=yes
+fi
+
+php -- "$out" "$warm" "$((warm + cycles))" "$cycles" "$fleet" <<'PHP'
 <?php
-[, $dir, $warm, $long, $cycles] = $argv;
+[, $dir, $warm, $long, $cycles, $fleet] = $argv + [5 => ''];
 
 /** @return array<string, float> instructions per cycle by function */
 function perCycle(string $dir, string $adapter, string $kind, string $warm, string $long, int $cycles): array
@@ -138,4 +166,13 @@ unset($refuse['PROGRAM TOTALS']);
 $own = array_sum(array_filter($refuse, static fn (string $name): bool => str_contains($name, 'libganesha_shm'), ARRAY_FILTER_USE_KEY));
 printf("\na new key refused on a full store (ganesha_shm.max_services=1), StorageException thrown and caught:\n");
 printf("  %7.0f instructions, of which the extension's own functions %.0f (%.0f %%)\n", $refuseTotal, $own, $own / $refuseTotal * 100);
+
+if ($fleet === 'yes') {
+    $total = static fn (string $run): float => perCycle($dir, $run, 'self', $warm, $long, $cycles)['PROGRAM TOTALS'];
+    [$floor, $local, $inFleet] = [$total('a.floor'), $total('a.shm'), $total('a.fleet')];
+    printf("\nworkload (a) in fleet mode (ganesha_shm.fleet=1, the sidecar syncing every 200 ms, the fleet's counts fresh):\n");
+    printf("  %7.0f instructions per cycle: %.3f× the floor, %+.0f (%.3f×) over local SlidingTimeWindowShm\n", $inFleet, $inFleet / $floor, $inFleet - $local, $inFleet / $local);
+} else {
+    printf("\nworkload (a) in fleet mode: not measured (it needs redis-server and the sidecar beside the extension)\n");
+}
 PHP

@@ -421,7 +421,7 @@ impl From<Refusal> for PhpException {
 /// Fleet mode's `load()` of a Rate counter: the count of the view `circuit::fleet_view`
 /// chooses from this host's counts and the fleet's, while the sidecar's last sync is fresh;
 /// this host's own count otherwise, and for a key of no service of this configuration. Kept out
-/// of line, so that a load without fleet mode pays a branch and nothing else.
+/// of line, so that the handlers' code without fleet mode stays as it was.
 #[inline(never)]
 fn load_in_fleet(
     store: &Store<'_>,
@@ -431,11 +431,25 @@ fn load_in_fleet(
     configured: &Configured,
     now: u64,
 ) -> Result<u64, StoreError> {
+    /// Which counter is the failure count, in the order of `StorageKeys::counter_of`.
+    const FAILURE: usize = 1;
     let fresh = process::fleet_state().is_some_and(|(sync, now_ms)| sync.is_fresh(now_ms));
     let Some((service, counter)) = configured.storage_keys.counter_of(key).filter(|_| fresh) else {
         return store.load(key, window, now);
     };
-    let (own, fleet) = fleet_figures(store, &configured.storage_keys, service, window, now)?;
+    let keys = &configured.storage_keys;
+    // The failures first: when the fleet's keep the circuit closed, so do this host's, and the
+    // view is this host's own (`circuit::failures_keep_closed`) — the common case, at the cost
+    // of one lookup, or two for a success or rejection count.
+    let (own_failures, other_failures) = if counter == FAILURE {
+        store.load_with_fleet(key, window, now)?
+    } else {
+        store.load_with_fleet(&[&keys.prefix[..], service, &keys.suffixes[FAILURE][..]].concat(), window, now)?
+    };
+    if circuit::failures_keep_closed(thresholds, own_failures.saturating_add(other_failures)) {
+        return if counter == FAILURE { Ok(own_failures) } else { store.load(key, window, now) };
+    }
+    let (own, fleet) = fleet_figures(store, keys, service, window, now)?;
     let view = circuit::fleet_view(thresholds, own, fleet);
     Ok([view.successes, view.failures, view.rejections][counter])
 }

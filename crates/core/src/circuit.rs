@@ -99,6 +99,19 @@ pub fn fleet_view(thresholds: Thresholds, own: Figures, fleet: Figures) -> Figur
     }
 }
 
+/// Whether `failures` alone keep a Rate circuit closed, whatever the other counts: none, or
+/// fewer than `failure_rate_threshold` % of `minimum_requests` (Ganesha's first test). Failures
+/// only grow from a host's view to the fleet's, so when the fleet's failures keep it closed,
+/// neither view trips and [`fleet_view`] answers this host's own counts: a load needs no more.
+pub fn failures_keep_closed(thresholds: Thresholds, failures: u64) -> bool {
+    match thresholds {
+        Thresholds::Rate { failure_rate_threshold, minimum_requests } => {
+            failures == 0 || failures as f64 / minimum_requests as f64 * 100.0 < failure_rate_threshold as f64
+        }
+        Thresholds::Count { .. } => false,
+    }
+}
+
 /// Whether the fleet's figures decide (see [`fleet_view`]): they trip the circuit and this
 /// host's own do not.
 pub fn fleet_decides(thresholds: Thresholds, own: &Figures, fleet: &Figures) -> bool {
@@ -154,6 +167,23 @@ mod tests {
         let under_minimum = figures(4, 0, 0);
         assert_eq!(state(RATE, &under_minimum, 5, 1_001), State::Closed, "alone, 4 failures are too few");
         assert_eq!(state(RATE, &fleet_view(RATE, under_minimum, figures(12, 0, 0)), 5, 1_001), State::Open);
+    }
+
+    #[test]
+    fn failures_that_keep_the_fleet_closed_keep_both_views_closed() {
+        for fleet_failures in 0..30 {
+            for own_failures in 0..=fleet_failures {
+                for (successes, rejections) in [(0, 0), (3, 0), (0, 9), (40, 2)] {
+                    let own = figures(own_failures, successes, rejections);
+                    let fleet = figures(fleet_failures, successes * 2, rejections);
+                    if failures_keep_closed(RATE, fleet_failures) {
+                        assert_eq!(fleet_view(RATE, own, fleet), own, "{own_failures} of {fleet_failures}");
+                        assert_eq!(state(RATE, &fleet, 5, 1_001), State::Closed);
+                    }
+                }
+            }
+        }
+        assert!(failures_keep_closed(RATE, 4) && !failures_keep_closed(RATE, 5), "5 / 10 minimum requests = 50 %");
     }
 
     #[test]
