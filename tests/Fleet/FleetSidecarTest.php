@@ -91,6 +91,29 @@ final class FleetSidecarTest extends FleetTestCase
         self::assertTrue($small->sidecar->running());
     }
 
+    public function testASegmentFileTruncatedUnderTheSidecarKillsNeitherItNorPhp(): void
+    {
+        [$host] = $this->startHosts(1);
+        $service = self::service('cut');
+        $host->record($service, 2);
+        $this->waitForSyncs([$host], $this->nowMs(), 1);
+
+        $cut = \fopen($host->segment, 'r+');
+        self::assertNotFalse($cut);
+        \ftruncate($cut, 4096);
+        \fclose($cut);
+        $this->waitUntil(
+            fn () => \str_contains($host->sidecar->logText(), 'was truncated under its mapping: attaching again'),
+            'the sidecar notices the truncation'
+        );
+        $this->waitUntil(fn () => \str_contains($host->sidecar->logText(), 'cannot attach to ' . $host->segment), 'it refuses the cut file');
+        \usleep(3 * self::INTERVAL_MS * 1000);
+        self::assertTrue($host->sidecar->running(), "the sidecar lives on:\n" . $host->sidecar->logText());
+        self::assertSame(1, \substr_count($host->sidecar->logText(), 'cannot attach to'), 'one line while the file stays cut');
+        $host->record($service, 1);
+        self::assertSame(0, $host->snapshot()['info']['fleet_attached'], 'PHP lives on too, and decides alone');
+    }
+
     public function testFieldsItCannotParseAreLoggedOnceAndSkipped(): void
     {
         [$first, $second] = $this->startHosts(2);

@@ -847,6 +847,8 @@ pub mod guard {
             }
         }
         LENGTH.store(0, Ordering::Relaxed);
+        // A segment installed after this (the fleet sidecar attaching to a new file) starts intact.
+        STATE.store(INTACT, Ordering::Relaxed);
     }
 
     /// Whether the segment file was lost (truncated under the mapping) in this process.

@@ -121,13 +121,18 @@ fn run(config: Config) -> ExitCode {
         }
         let started = Instant::now();
         next = started + interval;
-        // A file replaced at the path (PHP restarted after it was removed) is attached again.
+        // A file replaced at the path (PHP restarted after it was removed) is attached again, and
+        // so is one truncated under the mapping, which the guard replaced by zeroed memory.
         if let Some(current) = &attached {
             let file = std::fs::metadata(&config.segment).map(|m| (m.dev(), m.ino())).ok();
-            if file != Some(current.file) {
-                log(&format!("{} was replaced or removed: attaching again", config.segment.display()));
+            let truncated = guard::take_loss();
+            if truncated || file != Some(current.file) {
+                let what = if truncated { "was truncated under its mapping" } else { "was replaced or removed" };
+                log(&format!("{} {what}: attaching again", config.segment.display()));
                 SyncState { synced_at_ms: 0, ..SyncState::read(current.segment.fleet_words()) }
                     .write(current.segment.fleet_words());
+                // The guard goes with the mapping; the next one is guarded afresh.
+                guard::uninstall();
                 attached = None;
                 syncer.forget_published();
             }
