@@ -431,48 +431,61 @@ fn load_in_fleet(
     configured: &Configured,
     now: u64,
 ) -> Result<u64, StoreError> {
-    /// Which counter is the failure count, in the order of `StorageKeys::counter_of`.
-    const FAILURE: usize = 1;
-    let fresh = process::fleet_state().is_some_and(|(sync, now_ms)| sync.is_fresh(now_ms));
-    let Some((service, counter)) = configured.storage_keys.counter_of(key).filter(|_| fresh) else {
+    let Some((service, counter)) = configured.storage_keys.counter_of(key).filter(|_| process::fleet_is_fresh()) else {
         return store.load(key, window, now);
     };
-    let keys = &configured.storage_keys;
+    let counts = |of: usize| -> Result<(u64, u64), StoreError> {
+        let (own, others) = if of == counter {
+            store.load_with_fleet(key, window, now)?
+        } else {
+            store.load_with_fleet(&configured.storage_keys.key(service, of), window, now)?
+        };
+        Ok((own, own.saturating_add(others)))
+    };
     // The failures first: when the fleet's keep the circuit closed, so do this host's, and the
     // view is this host's own (`circuit::failures_keep_closed`) — the common case, at the cost
     // of one lookup, or two for a success or rejection count.
-    let (own_failures, other_failures) = if counter == FAILURE {
-        store.load_with_fleet(key, window, now)?
-    } else {
-        store.load_with_fleet(&[&keys.prefix[..], service, &keys.suffixes[FAILURE][..]].concat(), window, now)?
-    };
-    if circuit::failures_keep_closed(thresholds, own_failures.saturating_add(other_failures)) {
-        return if counter == FAILURE { Ok(own_failures) } else { store.load(key, window, now) };
+    let failures = counts(FAILURE)?;
+    if circuit::failures_keep_closed(thresholds, failures.1) {
+        return if counter == FAILURE { Ok(failures.0) } else { store.load(key, window, now) };
     }
-    let (own, fleet) = fleet_figures(store, keys, service, window, now)?;
-    let view = circuit::fleet_view(thresholds, own, fleet);
+    let (successes, rejections) = (counts(SUCCESS)?, counts(REJECTION)?);
+    let figures = |pick: fn((u64, u64)) -> u64| Figures {
+        failures: pick(failures),
+        successes: pick(successes),
+        rejections: pick(rejections),
+        ..Figures::default()
+    };
+    let view = circuit::fleet_view(thresholds, figures(|(own, _)| own), figures(|(_, fleet)| fleet));
     Ok([view.successes, view.failures, view.rejections][counter])
 }
 
-/// A service's counts in the window at `now`: this host's own, and the fleet's (this host's
-/// included), as the fleet ring holds them.
+/// A service's keys, as indices of `StorageKeys::suffixes`: its three counters (as
+/// `StorageKeys::counter_of` numbers them), then its status. (Suffix 3, the last failure
+/// time's, goes unused: Ganesha keeps a sliding-window adapter's under the failure key.)
+const SUCCESS: usize = 0;
+const FAILURE: usize = 1;
+const REJECTION: usize = 2;
+const STATUS: usize = 4;
+
+/// A service's counts in the window at `now` as the fleet has them, this host's included.
 fn fleet_figures(
     store: &Store<'_>,
     keys: &StorageKeys,
     service: &[u8],
     window: &Window,
     now: u64,
-) -> Result<(Figures, Figures), StoreError> {
-    let mut own = [0; 3];
-    let mut fleet = [0; 3];
-    for (counter, suffix) in keys.suffixes[..3].iter().enumerate() {
-        let (mine, others) = store.load_with_fleet(&[&keys.prefix[..], service, suffix].concat(), window, now)?;
-        own[counter] = mine;
-        fleet[counter] = mine.saturating_add(others);
-    }
-    let figures =
-        |[successes, failures, rejections]: [u64; 3]| Figures { failures, successes, rejections, ..Figures::default() };
-    Ok((figures(own), figures(fleet)))
+) -> Result<Figures, StoreError> {
+    let count = |counter: usize| {
+        let (own, others) = store.load_with_fleet(&keys.key(service, counter), window, now)?;
+        Ok::<_, StoreError>(own.saturating_add(others))
+    };
+    Ok(Figures {
+        failures: count(FAILURE)?,
+        successes: count(SUCCESS)?,
+        rejections: count(REJECTION)?,
+        ..Figures::default()
+    })
 }
 
 /// The methods Ganesha calls on every request, registered by `hot::register`. Each takes the
@@ -596,12 +609,12 @@ impl AbstractSlidingTimeWindowShm {
         let keys = &configured.storage_keys;
         let services: BTreeSet<Vec<u8>> =
             store.live_keys(now).iter().filter_map(|key| keys.service_of(key)).map(<[u8]>::to_vec).collect();
-        let [success, failure, rejection, _, status] = &keys.suffixes;
-        let key = |service: &[u8], suffix: &[u8]| [&keys.prefix[..], service, suffix].concat();
+        let (success, failure, rejection, status) = (SUCCESS, FAILURE, REJECTION, STATUS);
+        let key = |service: &[u8], suffix: usize| keys.key(service, suffix);
         services
             .into_iter()
             .map(|service| {
-                let load = |suffix: &[u8]| match &configured.strategy {
+                let load = |suffix: usize| match &configured.strategy {
                     Strategy::Rate(window) | Strategy::FleetRate(window, _) => {
                         store.load(&key(&service, suffix), window, now)
                     }
@@ -623,9 +636,8 @@ impl AbstractSlidingTimeWindowShm {
                 };
                 let fleet = match &configured.strategy {
                     Strategy::FleetRate(window, _) => {
-                        if process::fleet_state().is_some_and(|(sync, now_ms)| sync.is_fresh(now_ms)) {
-                            let (_, counts) =
-                                fleet_figures(store, keys, &service, window, now).map_err(storage_error)?;
+                        if process::fleet_is_fresh() {
+                            let counts = fleet_figures(store, keys, &service, window, now).map_err(storage_error)?;
                             let fleet_figures = Figures {
                                 last_failure_time: figures.last_failure_time,
                                 status: figures.status,
@@ -647,7 +659,7 @@ impl AbstractSlidingTimeWindowShm {
                 let state = circuit::state(thresholds, &deciding, configured.interval_to_half_open as i64, now as i64);
                 let buckets = match &configured.strategy {
                     Strategy::Rate(window) | Strategy::FleetRate(window, _) if buckets => {
-                        let counts = |suffix: &[u8]| {
+                        let counts = |suffix: usize| {
                             store.bucket_counts(&key(&service, suffix), window, now).map_err(storage_error)
                         };
                         let (failures, successes, rejections) =
@@ -669,7 +681,7 @@ impl AbstractSlidingTimeWindowShm {
                     }
                     _ => None,
                 };
-                let counted = |suffix: &[u8], kind| {
+                let counted = |suffix: usize, kind| {
                     store.totals(kind, &key(&service, suffix)).map(Option::unwrap_or_default).map_err(storage_error)
                 };
                 let failed = counted(failure, TableKind::Counters)?;

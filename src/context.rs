@@ -62,9 +62,14 @@ impl StorageKeys {
             .find_map(|(counter, suffix)| Some((rest.strip_suffix(&suffix[..])?, counter)))
     }
 
+    /// The key of `service` with suffix `suffix` (an index of `suffixes`).
+    pub fn key(&self, service: &[u8], suffix: usize) -> Vec<u8> {
+        [&self.prefix[..], service, &self.suffixes[suffix][..]].concat()
+    }
+
     /// The keys of one service: its counts, its last failure time and its status.
     pub fn of_service(&self, service: &[u8]) -> [Vec<u8>; 5] {
-        self.suffixes.each_ref().map(|suffix| [&self.prefix[..], service, suffix].concat())
+        std::array::from_fn(|suffix| self.key(service, suffix))
     }
 }
 

@@ -156,11 +156,12 @@ pub fn store() -> Result<&'static Store<'static>, Unavailable> {
     Ok(STORE.get_or_init(|| Store::new(segment)))
 }
 
-/// The fleet sidecar's state, in fleet mode (`ganesha_shm.fleet`), with the time it was read
-/// at (`fleet::monotonic_ms`).
-pub fn fleet_state() -> Option<(SyncState, u64)> {
-    let segment = segment().ok()?;
-    segment.layout().settings.fleet.then(|| (SyncState::read(segment.fleet_words()), fleet::monotonic_ms()))
+/// Whether the fleet's counts may decide now: fleet mode (`ganesha_shm.fleet`), and the
+/// sidecar's last sync at most two intervals old (see `SyncState::is_fresh`).
+pub fn fleet_is_fresh() -> bool {
+    segment().is_ok_and(|segment| {
+        segment.layout().settings.fleet && SyncState::read(segment.fleet_words()).is_fresh(fleet::monotonic_ms())
+    })
 }
 
 /// The Unix time in seconds, read as PHP's and Ganesha's `time()` read it: with `time(NULL)`,

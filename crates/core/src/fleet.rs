@@ -69,6 +69,12 @@ impl SyncState {
         words[SYNCED_AT].store(self.synced_at_ms, Ordering::Release);
     }
 
+    /// Clears the sync time in the header's fleet words, keeping the rest: the fleet's counts
+    /// stop deciding at once (the sidecar stopping, or leaving a segment it attached to).
+    pub fn clear(words: &[AtomicU64]) {
+        Self { synced_at_ms: 0, ..Self::read(words) }.write(words);
+    }
+
     /// Milliseconds since the last sync at `now_ms`, `None` when there was none, or when it
     /// is in the future (a segment file kept across a reboot, whose clock started again).
     pub fn age_ms(&self, now_ms: u64) -> Option<u64> {

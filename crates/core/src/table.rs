@@ -1129,11 +1129,7 @@ impl<'a> Table<'a> {
 
     /// The keys of the LIVE slots whose data may not all have expired at `now`.
     pub fn live_keys(&self, now: u64) -> Vec<Vec<u8>> {
-        self.occupied()
-            .filter_map(|(_, slot, tag)| {
-                (tag.state() == State::Live && !tag.claimable(now)).then(|| slot.read_key(tag)).flatten()
-            })
-            .collect()
+        self.live_entries(now).into_iter().map(|(key, _)| key).collect()
     }
 
     /// The LIVE slots whose data may not all have expired at `now`, each with its key.

@@ -107,9 +107,7 @@ fn run(config: Config) -> ExitCode {
     let mut attached: Option<Attached> = None;
     let mut last_refusal = None;
     let mut link: Option<Link> = None;
-    // Failed syncs in a row, and the wait before the next attempt.
-    let mut failures: u64 = 0;
-    let mut backoff = Duration::from_millis(100).min(interval);
+    let mut retry = Retry::new(interval);
     let mut logged_fields: HashSet<Vec<u8>> = HashSet::new();
     let mut logged_refusals: HashSet<Vec<u8>> = HashSet::new();
     let mut synced: u64 = 0;
@@ -129,8 +127,7 @@ fn run(config: Config) -> ExitCode {
             if truncated || file != Some(current.file) {
                 let what = if truncated { "was truncated under its mapping" } else { "was replaced or removed" };
                 log(&format!("{} {what}: attaching again", config.segment.display()));
-                SyncState { synced_at_ms: 0, ..SyncState::read(current.segment.fleet_words()) }
-                    .write(current.segment.fleet_words());
+                SyncState::clear(current.segment.fleet_words());
                 // The guard goes with the mapping; the next one is guarded afresh.
                 guard::uninstall();
                 attached = None;
@@ -157,10 +154,8 @@ fn run(config: Config) -> ExitCode {
                     syncer.forget_published();
                 }
                 Err(error) => {
-                    failed(&mut failures, &format!("cannot connect to {}: {error}", config::redacted(&config.redis)));
-                    SyncState { errors: state.errors + 1, ..state }.write(words);
-                    next = started + backoff;
-                    backoff = (backoff * 2).min(interval);
+                    let line = format!("cannot connect to {}: {error}", config::redacted(&config.redis));
+                    next = started + retry.failed(&line, words, state);
                     continue;
                 }
             }
@@ -194,14 +189,13 @@ fn run(config: Config) -> ExitCode {
                     errors: state.errors,
                 }
                 .write(words);
+                let failures = retry.succeeded();
                 if failures > 0 {
                     log(&format!(
                         "resumed after {failures} failed syncs: {} hosts, {} services",
                         report.hosts, report.services
                     ));
-                    failures = 0;
                 }
-                backoff = Duration::from_millis(100).min(interval);
                 for (field, why) in report.unparsed {
                     if logged_fields.insert(field.clone()) {
                         log(&format!("skipped the field {:?}: {why}", String::from_utf8_lossy(&field)));
@@ -218,29 +212,55 @@ fn run(config: Config) -> ExitCode {
                 }
             }
             Err(error) => {
-                failed(&mut failures, &format!("lost {}: {error}", config::redacted(&config.redis)));
-                SyncState { errors: state.errors + 1, ..state }.write(words);
+                let line = format!("lost {}: {error}", config::redacted(&config.redis));
+                next = started + retry.failed(&line, words, state);
                 link = None;
-                next = started + backoff;
-                backoff = (backoff * 2).min(interval);
             }
         }
     }
     if let Some(Attached { segment, .. }) = &attached {
         // PHP decides alone from now on, rather than on counts no one refreshes.
-        let words = segment.fleet_words();
-        SyncState { synced_at_ms: 0, ..SyncState::read(words) }.write(words);
+        SyncState::clear(segment.fleet_words());
     }
     log("stopping: the fleet's counts no longer decide on this host");
     ExitCode::SUCCESS
 }
 
-/// Logs the first failure of a run of them; counts every one.
-fn failed(failures: &mut u64, line: &str) {
-    if *failures == 0 {
-        log(&format!("{line}; hosts decide alone until it is back"));
+/// Failed syncs in a row, and the wait before the next attempt: from 100 ms, doubling up to one
+/// interval, so that the view is back within two intervals of Redis answering again.
+struct Retry {
+    failures: u64,
+    backoff: Duration,
+    interval: Duration,
+}
+
+impl Retry {
+    fn new(interval: Duration) -> Self {
+        Self { failures: 0, backoff: Self::first(interval), interval }
     }
-    *failures += 1;
+
+    fn first(interval: Duration) -> Duration {
+        Duration::from_millis(100).min(interval)
+    }
+
+    /// A failed sync: logged when it is the first of a run, counted in the header's error
+    /// total (`state` as read before it) every time. The wait before the next attempt.
+    fn failed(&mut self, line: &str, words: &[std::sync::atomic::AtomicU64], state: SyncState) -> Duration {
+        if self.failures == 0 {
+            log(&format!("{line}; hosts decide alone until it is back"));
+        }
+        self.failures += 1;
+        SyncState { errors: state.errors + 1, ..state }.write(words);
+        let wait = self.backoff;
+        self.backoff = (self.backoff * 2).min(self.interval);
+        wait
+    }
+
+    /// A sync that worked: how many had failed in a row before it.
+    fn succeeded(&mut self) -> u64 {
+        self.backoff = Self::first(self.interval);
+        std::mem::take(&mut self.failures)
+    }
 }
 
 fn sleep_until(deadline: Instant) {

@@ -117,7 +117,7 @@ impl Syncer {
 
     /// One sync at unix time `now` (seconds).
     pub fn sync(&mut self, link: &mut Link, store: &Store<'_>, ring_len: u64, now: u64) -> redis::RedisResult<Report> {
-        let mut report = Report { round_trips: 0, ..Report::default() };
+        let mut report = Report::default();
 
         // What this host counted.
         let own: Vec<(Vec<u8>, String, u64)> = store
