@@ -104,7 +104,7 @@ impl Configured {
 /// The configuration made of what a `Context` gave, with this adapter's bucket duration:
 /// made once per process for each that is given (up to [`CONFIGURATIONS`] of them), since
 /// every request of an application gives the same few.
-fn configured(read: context::Read, bucket_duration: Option<u64>) -> PhpResult<Arc<Configured>> {
+fn configured(read: context::Read, bucket_duration: Option<u64>) -> Result<Arc<Configured>, WindowError> {
     /// A configuration made, with what it was made of.
     struct Made {
         read: context::Read,
@@ -124,7 +124,7 @@ fn configured(read: context::Read, bucket_duration: Option<u64>) -> PhpResult<Ar
     }
     let (strategy, thresholds) = match read.strategy {
         context::Strategy::Rate { time_window, failure_rate_threshold, minimum_requests } => (
-            Strategy::Rate(Window::new(time_window, bucket_duration, process::max_buckets()).map_err(window_error)?),
+            Strategy::Rate(Window::new(time_window, bucket_duration, process::max_buckets())?),
             failure_rate_threshold.zip(minimum_requests).map(|(failure_rate_threshold, minimum_requests)| {
                 Thresholds::Rate { failure_rate_threshold, minimum_requests }
             }),
@@ -206,16 +206,6 @@ impl AbstractSlidingTimeWindowShm {
 
     pub fn support_rate_strategy(&self) -> bool {
         true
-    }
-
-    /// Reads the strategy, the time window, the interval to half-open and the storage keys
-    /// from Ganesha's `Context`, and checks that the bucket duration fits the time window.
-    /// What follows from them is made once per process and configuration (see `configured`).
-    pub fn set_context(&self, context: &mut ZendObject) -> PhpResult<()> {
-        let read = context::read(context)?;
-        let configured = configured(read, self.bucket_duration)?;
-        *self.configured.borrow_mut() = Some(configured);
-        Ok(())
     }
 
     /// Deprecated by Ganesha in favour of `setContext()`: nothing to do.
@@ -564,6 +554,17 @@ impl AbstractSlidingTimeWindowShm {
 }
 
 impl AbstractSlidingTimeWindowShm {
+    /// `setContext()` (registered by `hot::register`): reads the strategy, the time window, the
+    /// interval to half-open and the storage keys from Ganesha's `Context`, and checks that the
+    /// bucket duration fits the time window. What follows from them is made once per process
+    /// and configuration (see `configured`).
+    fn set_context(&self, context: &ZendObject) -> PhpResult<()> {
+        let read = context::read(context)?;
+        let configured = configured(read, self.bucket_duration).map_err(window_error)?;
+        *self.configured.borrow_mut() = Some(configured);
+        Ok(())
+    }
+
     /// The configuration `setContext()` gave, kept by this call even if PHP code run later in
     /// it sets another.
     fn configuration(&self) -> PhpResult<Arc<Configured>> {
@@ -758,6 +759,13 @@ fn check_range(name: &'static str, value: i64, min: i64, max: i64) -> Result<(),
     Err(Refusal::OutOfRange { name, value, min, max })
 }
 
+/// Puts `hot::construct` in front of the constructor handler ext-php-rs generated, once per
+/// process image: at its first request, since the class is registered after the module's own
+/// startup function has run.
+pub fn install_constructor() {
+    hot::install_constructor();
+}
+
 /// The class's hot methods: see `hot`.
 fn register_hot_methods(class: ext_php_rs::builders::ClassBuilder) -> ext_php_rs::builders::ClassBuilder {
     hot::register(class)
@@ -783,7 +791,12 @@ mod hot {
     use ext_php_rs::builders::{ClassBuilder, FunctionBuilder};
     use ext_php_rs::convert::FromZval;
     use ext_php_rs::flags::{DataType, MethodFlags};
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    use ext_php_rs::class::RegisteredClass;
+    use ext_php_rs::types::ZendClassObject;
     use ext_php_rs::zend::{ce, run_handler, ExecuteData};
+    use once_cell::sync::OnceCell;
 
     use super::*;
 
@@ -834,7 +847,160 @@ mod hot {
             method("saveStatus", save_status, Some("status"), DataType::Void, false),
         ]
         .into_iter()
+        .chain([(
+            FunctionBuilder::new("setContext", set_context).arg(Arg::new("context", DataType::ANY_OBJECT)).returns(
+                DataType::Void,
+                false,
+                false,
+            ),
+            MethodFlags::Public,
+        )])
         .fold(class, |class, (builder, flags)| class.method(builder, flags))
+    }
+
+    /// The constructor handler ext-php-rs generated, which `construct` hands every call with
+    /// arguments to.
+    static GENERATED_CONSTRUCTOR: OnceCell<unsafe extern "C" fn(*mut ExecuteData, *mut Zval)> = OnceCell::new();
+
+    pub fn install_constructor() {
+        static INSTALLED: AtomicBool = AtomicBool::new(false);
+        // Relaxed: the flag only keeps this to one thread, once; `OnceCell` orders the handler.
+        if INSTALLED.load(Ordering::Relaxed) || INSTALLED.swap(true, Ordering::Relaxed) {
+            return;
+        }
+        let metadata = AbstractSlidingTimeWindowShm::get_metadata();
+        if !metadata.has_ce() {
+            return;
+        }
+        let class = metadata.ce();
+        // SAFETY: the class entry is registered and lives until the module shuts down; its
+        // constructor is the internal function ext-php-rs registered for `__construct`, whose
+        // handler only the engine reads, when it calls it. The handler is replaced with one
+        // word's store (an atomic one, for threads that may be calling it).
+        unsafe {
+            let Some(constructor) = class.constructor.as_mut() else {
+                return;
+            };
+            if constructor.type_ != ext_php_rs::ffi::ZEND_INTERNAL_FUNCTION as u8 {
+                return;
+            }
+            let handler = &raw mut constructor.internal_function.handler;
+            let Some(generated) = *handler else {
+                return;
+            };
+            let _ = GENERATED_CONSTRUCTOR.set(generated);
+            let ours: unsafe extern "C" fn(*mut ExecuteData, *mut Zval) = construct;
+            (*handler.cast::<std::sync::atomic::AtomicUsize>()).store(ours as usize, Ordering::Relaxed);
+        }
+    }
+
+    /// `__construct()`. Without arguments, on an object not constructed yet, the object gets
+    /// what the constructor gives it then (no bucket duration, no clock): the common case, which
+    /// calls nothing of the engine. Everything else goes to the generated handler, which runs
+    /// it guarded.
+    unsafe extern "C" fn construct(ex: *mut ExecuteData, retval: *mut Zval) {
+        // SAFETY: the engine calls a handler with the frame of the call and its return value.
+        let frame = unsafe { &mut *ex };
+        // SAFETY: as in `unguarded`.
+        if unsafe { frame.This.u2.num_args } == 0 {
+            if let Some(object) = class_object(frame).filter(|object| object.obj.is_none()) {
+                object.initialize(AbstractSlidingTimeWindowShm {
+                    bucket_duration: None,
+                    clock: None,
+                    configured: RefCell::new(None),
+                });
+                return;
+            }
+        }
+        if let Some(generated) = GENERATED_CONSTRUCTOR.get() {
+            // SAFETY: the handler that was in place, called as the engine would have called it.
+            unsafe { generated(ex, retval) };
+        }
+    }
+
+    /// The object of the call in `ex` as ext-php-rs allocates it, when it is one of this class
+    /// (a subclass's included), constructed or not. Its handlers tell: only this class's
+    /// `create_object` gives an object these handlers, and it allocates it as a
+    /// `ZendClassObject` of this type. (ext-php-rs's `get_object` also checks the class, which
+    /// the handlers already tell, at a call of `instanceof_function_slow` for a subclass.)
+    fn class_object(ex: &mut ExecuteData) -> Option<&mut ZendClassObject<AbstractSlidingTimeWindowShm>> {
+        type Object = ZendClassObject<AbstractSlidingTimeWindowShm>;
+        let object = ex.get_self()?;
+        if !std::ptr::eq(object.handlers, AbstractSlidingTimeWindowShm::get_metadata().handlers()) {
+            return None;
+        }
+        // SAFETY: an object with these handlers is the `std` field of an `Object` (see above),
+        // which lives at least as long as the call that has it as `$this`, and which the call
+        // alone reaches through its frame.
+        Some(unsafe { &mut *std::ptr::from_mut(object).byte_sub(std::mem::offset_of!(Object, std)).cast::<Object>() })
+    }
+
+    /// The object of the call in `ex`, when it is one of this class and constructed.
+    fn this_object(ex: &mut ExecuteData) -> Option<&AbstractSlidingTimeWindowShm> {
+        class_object(ex)?.obj.as_ref()
+    }
+
+    /// `setContext()`. Ganesha's own `Context` is read without calling PHP code (see
+    /// `context::read_own`), so that common case runs unguarded, as the other hot methods'
+    /// does; any other context, and every error, runs guarded.
+    extern "C" fn set_context(ex: &mut ExecuteData, retval: &mut Zval) {
+        match catch_unwind(AssertUnwindSafe(|| set_context_unguarded(ex))) {
+            Ok(true) => retval.set_null(),
+            Ok(false) => run_handler(AssertUnwindSafe(|| set_context_guarded(ex, retval))),
+            Err(panic) => run_handler(AssertUnwindSafe(|| resume_unwind(panic))),
+        }
+    }
+
+    /// The common case of `setContext()`, which calls nothing of the engine: false when the
+    /// call is not one (nothing is changed then).
+    fn set_context_unguarded(ex: &mut ExecuteData) -> bool {
+        // SAFETY: as in `unguarded`.
+        if unsafe { ex.This.u2.num_args } != 1 {
+            return false;
+        }
+        // SAFETY: the frame holds one argument, in its first call slot, for the call's length.
+        let Some(context) = unsafe { ex.zend_call_arg(0).map(|z| &*z) }.and_then(|z| z.dereference().object()) else {
+            return false;
+        };
+        let Some(read) = context::read_own(context) else {
+            return false;
+        };
+        let Some(this) = this_object(ex) else {
+            return false;
+        };
+        // An error is thrown by the guarded path, which makes it again.
+        let Ok(configured) = configured(read, this.bucket_duration) else {
+            return false;
+        };
+        // No PHP code runs here, so no borrow is held; the configuration replaced is Rust's alone.
+        let Ok(mut slot) = this.configured.try_borrow_mut() else {
+            return false;
+        };
+        *slot = Some(configured);
+        true
+    }
+
+    /// Every other case of `setContext()`, as ext-php-rs's generated handler would run it.
+    fn set_context_guarded(ex: &mut ExecuteData, retval: &mut Zval) {
+        // SAFETY: as in `unguarded`.
+        if unsafe { ex.This.u2.num_args } != 1 {
+            // SAFETY: PHP's own error for a wrong argument count; it throws ArgumentCountError.
+            unsafe { ext_php_rs::ffi::zend_wrong_parameters_count_error(1, 1) };
+            return;
+        }
+        // SAFETY: as in `set_context_unguarded`.
+        let Some(context) = unsafe { ex.zend_call_arg(0).map(|z| &*z) }.and_then(|z| z.dereference().object()) else {
+            PhpException::new("Invalid value given for argument `context`.".into(), 0, ce::type_error()).throw();
+            return;
+        };
+        let Some(this) = this_object(ex) else {
+            PhpException::from_message("Failed to retrieve reference to `$this`".into()).throw();
+            return;
+        };
+        match this.set_context(context) {
+            Ok(()) => retval.set_null(),
+            Err(exception) => exception.throw(),
+        }
     }
 
     fn set_long(retval: &mut Zval, value: i64) {
@@ -937,7 +1103,7 @@ mod hot {
         let (service, rest) = frame_arguments::<R>(ex);
         let service = service?.dereference().zend_str()?.as_bytes();
         let rest = R::read(rest)?;
-        let this = ex.get_object::<AbstractSlidingTimeWindowShm>()?;
+        let this = this_object(ex)?;
         if this.clock.is_some() {
             return None;
         }
@@ -966,7 +1132,7 @@ mod hot {
         let Some(rest) = R::read(rest) else {
             return invalid(R::NAME.unwrap_or("service"));
         };
-        let Some(this) = ex.get_object::<AbstractSlidingTimeWindowShm>() else {
+        let Some(this) = this_object(ex) else {
             PhpException::from_message("Failed to retrieve reference to `$this`".into()).throw();
             return;
         };

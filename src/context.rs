@@ -194,10 +194,39 @@ pub fn read(context: &ZendObject) -> PhpResult<Read> {
     Ok(Read { strategy, interval_to_half_open, keys: storage_keys(keys)? })
 }
 
+/// What `read` reads of a `Context`, a `Configuration` and a `StorageKeys` of exactly Ganesha's
+/// classes, the storage keys read already in this process: read without calling any PHP code
+/// nor anything of the engine that could, so that `setContext()` can run it unguarded (see
+/// `adapter::hot`). `None` for anything else, which `read` reads, or refuses.
+pub fn read_own(context: &ZendObject) -> Option<Read> {
+    let names = Names::get();
+    let strategy = own_property(context, CONTEXT, &names.strategy)?.zend_str()?;
+    let configuration = own_property(context, CONTEXT, &names.configuration)?.object()?;
+    let params = own_property(configuration, CONFIGURATION, &names.params)?.array()?;
+    let long = |name: &ZendStr| find(params, name)?.long();
+    let strategy = if strategy.as_bytes() == COUNT_STRATEGY {
+        Strategy::Count { failure_count_threshold: long(&names.failure_count_threshold) }
+    } else {
+        Strategy::Rate {
+            time_window: long(&names.time_window)?,
+            failure_rate_threshold: long(&names.failure_rate_threshold),
+            minimum_requests: long(&names.minimum_requests),
+        }
+    };
+    let interval_to_half_open = long(&names.interval_to_half_open)?;
+    let keys = find(params, &names.storage_keys)?.object()?;
+    if class_name(keys) != Some(STORAGE_KEYS) {
+        return None;
+    }
+    Some(Read { strategy, interval_to_half_open, keys: Arc::clone(GANESHA_KEYS.get()?) })
+}
+
+/// Ganesha's own storage keys, once read (see `storage_keys`).
+static GANESHA_KEYS: OnceCell<Arc<StorageKeys>> = OnceCell::new();
+
 /// The keys of a `StorageKeysInterface`: for Ganesha's own class, read once per process (its
 /// getters return its constants).
 fn storage_keys(keys: &ZendObject) -> PhpResult<Arc<StorageKeys>> {
-    static GANESHA_KEYS: OnceCell<Arc<StorageKeys>> = OnceCell::new();
     if class_name(keys) != Some(STORAGE_KEYS) {
         return keys_by_methods(keys).map(Arc::new);
     }

@@ -39,6 +39,7 @@ pub extern "C" fn shutdown(_ty: i32, _module_number: i32) -> i32 {
 /// RINIT (see `process::on_request`).
 pub extern "C" fn request_startup(_ty: i32, _module_number: i32) -> i32 {
     process::on_request();
+    crate::adapter::install_constructor();
     0
 }
 

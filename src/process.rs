@@ -65,6 +65,11 @@ pub fn segment_loss() -> Option<&'static str> {
 /// Only where PHP code may run (it logs through PHP).
 pub fn report_segment_loss() {
     if guard::take_loss() {
+        // The segment's memory was replaced, and generations start again in it: where keys
+        // were found before says nothing of the new memory.
+        if let Ok(store) = store() {
+            store.forget_places();
+        }
         if let (Some(reason), Some(Ok(segment))) = (segment_loss(), segment_state()) {
             warn(&format!("{}: {reason}", backing_name(segment)));
         }

@@ -57,4 +57,14 @@ final class ContextTest extends GaneshaTestCase
         $adapter->setContext(new Context(Rate::class, $adapter, new Configuration(['timeWindow' => 120] + self::PARAMS)));
         self::assertSame(6, $buckets());
     }
+
+    public function testGaneshasOwnConfigurationWithAWindowTheBucketsDoNotFitIsRefused(): void
+    {
+        $adapter = new SlidingTimeWindowShm(bucketDuration: 20);
+        $adapter->setContext(new Context(Rate::class, $adapter, new Configuration(self::PARAMS)));
+
+        $this->expectException(\InvalidArgumentException::class);
+        $this->expectExceptionMessageMatches('/\b20\b.*\b10\b/');
+        $adapter->setContext(new Context(Rate::class, $adapter, new Configuration(['timeWindow' => 10] + self::PARAMS)));
+    }
 }

@@ -190,4 +190,51 @@ final class ForkTest extends TestCase
             self::assertSame($now, $adapter->loadLastFailureTime($key));
         }
     }
+    /**
+     * Each process keeps a memo of the slots it found its keys in. A child forked after its
+     * parent counted a key holds the parent's memo; the parent then resets the key and makes
+     * others, which take freed slots (4 counter slots for ganesha_shm.max_services=1): neither
+     * process trusts its memo of a slot recycled since, in any round, and no count goes astray.
+     */
+    public function testNoProcessTrustsAMemoOfASlotRecycledSinceAForkChildIncluded(): void
+    {
+        $code = Php::autoloadCode() . <<<'PHP'
+            use Zeusi\GaneshaShmAdapter\Tests\Support\TestAdapter;
+            $adapter = TestAdapter::forWindow(60);
+            $key = 'ganesha_memo_success';
+            $rounds = [];
+            for ($round = 0; $round < 12; ++$round) {
+                $adapter->reset();
+                for ($i = 0; $i <= $round; ++$i) {
+                    $adapter->increment($key);
+                }
+                $others = array_map(fn (int $i): string => "ganesha_memo{$round}x{$i}_success", [0, 1, 2]);
+                [$parent, $child] = stream_socket_pair(STREAM_PF_UNIX, STREAM_SOCK_STREAM, STREAM_IPPROTO_IP);
+                $pid = pcntl_fork();
+                if ($pid === 0) {
+                    fread($child, 1);
+                    $seen = [$adapter->load($key), ...array_map([$adapter, 'load'], $others)];
+                    fwrite($child, json_encode($seen));
+                    exit(0);
+                }
+                $before = $adapter->load($key);
+                $adapter->reset();
+                foreach ($others as $other) {
+                    $adapter->increment($other);
+                }
+                $mine = [$adapter->load($key), ...array_map([$adapter, 'load'], $others)];
+                fwrite($parent, 'g');
+                $seen = json_decode((string) fread($parent, 1000), true);
+                pcntl_waitpid($pid, $status);
+                $rounds[] = ['before' => $before, 'parent' => $mine, 'child' => $seen];
+            }
+            echo json_encode(['rounds' => $rounds, 'reclaims' => ganesha_shm_info()['reclaims']]);
+            PHP;
+        $result = Php::json($code, ['ganesha_shm.max_services' => 1]);
+        foreach ($result['rounds'] as $round => $seen) {
+            self::assertSame($round + 1, $seen['before'], "round {$round}: counted before the reset");
+            self::assertSame([0, 1, 1, 1], $seen['parent'], "round {$round}: the parent after the reset");
+            self::assertSame([0, 1, 1, 1], $seen['child'], "round {$round}: the child, with its parent's memo");
+        }
+    }
 }

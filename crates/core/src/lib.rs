@@ -6,6 +6,7 @@
 //! * [`sync`]: the atomics the shared-memory code uses (std's, or loom's for the model checker);
 //! * [`segment`]: the shared mapping, its header and regions (its `unsafe` maps memory);
 //! * [`window`]: bucket arithmetic and word encodings, pure;
+//! * [`memo`]: a process's memo of where it last found keys, in its own memory;
 //! * [`table`]: the lock-free hash table from keys to slots;
 //! * [`circuit`]: what Ganesha would decide for a service, from its figures, pure;
 //! * [`store`]: Ganesha's storage operations over the tables;
@@ -24,6 +25,7 @@ mod loom_tests;
 mod model_tests;
 // Under `--cfg loom` (tests/model-check.sh) only the layers the model checker runs are built:
 // the shared-memory ones work on loom's atomics, which a real mapping cannot hold.
+mod memo;
 #[cfg(not(loom))]
 pub mod segment;
 pub mod store;

@@ -322,6 +322,40 @@ fn reset_racing_writers_and_readers() {
     });
 }
 
+/// A process counts into a key twice, the second time through its memo of where it found it
+/// (one store, one memo), while another resets the key and creates another of the same home,
+/// which may take the freed slot: under every interleaving, nothing is counted into the other
+/// key, and the key keeps no more than was counted into it.
+#[test]
+fn a_remembered_slot_recycled_meanwhile_is_never_counted_into() {
+    model("memo of a slot recycled meanwhile", || {
+        let fixture = Fixture::new();
+        let [key, other] = same_home_keys(&fixture.counters(), 0);
+        let writer = {
+            let (fixture, key) = (Arc::clone(&fixture), key.clone());
+            loom::thread::spawn(move || {
+                let store = fixture.store();
+                store.increment(&key, &window(), 100).unwrap();
+                store.increment(&key, &window(), 100).unwrap();
+            })
+        };
+        let recycler = {
+            let (fixture, key, other) = (Arc::clone(&fixture), key.clone(), other.clone());
+            loom::thread::spawn(move || {
+                let store = fixture.store();
+                store.remove_matching(|k| k == key);
+                store.increment(&other, &window(), 100).unwrap();
+            })
+        };
+        writer.join().unwrap();
+        recycler.join().unwrap();
+        let store = fixture.store();
+        assert_eq!(store.load(&other, &window(), 100).unwrap(), 1, "counted into the other key");
+        assert!(store.load(&key, &window(), 100).unwrap() <= 2);
+        assert!(holders(&fixture, &key) <= 1 && holders(&fixture, &other) == 1);
+    });
+}
+
 /// Two processes 1 s apart ask for the half-open trial at once: exactly one gets it, also when
 /// one of them stops at any step.
 #[test]

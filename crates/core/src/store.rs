@@ -683,6 +683,12 @@ impl<'a> Store<'a> {
         keys
     }
 
+    /// Forgets where this process found its keys (see `Table::forget_places`).
+    pub fn forget_places(&self) {
+        self.counters.forget_places();
+        self.statuses.forget_places();
+    }
+
     pub fn usage(&self, now: u64) -> [Usage; 2] {
         [self.counters.usage(now), self.statuses.usage(now)]
     }

@@ -57,6 +57,7 @@
 //! PENDING rival whose claimer is gone or timed out is freed first, by compare-and-swap, so that
 //! it can never go LIVE afterwards. Two LIVE slots never hold one key, so counts are never split.
 
+use crate::memo::{Memo, Place};
 use crate::sync::{fence, AtomicU64, Ordering};
 
 /// Words before a slot's payload: tag, ident, reach, owner.
@@ -481,6 +482,8 @@ pub struct Table<'a> {
     stats: Stats<'a>,
     /// The value payload word `i` gets from the claim of generation `g`: `init(i, g)`.
     init: fn(usize, u32) -> u64,
+    /// Where this process last found keys (see `memo`): in its own memory, not the segment's.
+    memo: Memo,
 }
 
 impl<'a> Table<'a> {
@@ -518,6 +521,7 @@ impl<'a> Table<'a> {
             checks_claimers,
             stats,
             init,
+            memo: Memo::default(),
         }
     }
 
@@ -743,23 +747,66 @@ impl<'a> Table<'a> {
 
     /// The LIVE slot holding `key`, if any. Never writes.
     pub fn find(&self, key: &[u8]) -> Result<Option<Entry<'a>>, TableError> {
+        if let Some(entry) = self.remembered(key) {
+            return Ok(Some(entry));
+        }
         let key = self.key(key)?;
         Ok(self.lookup(&key))
     }
 
+    /// The LIVE slot holding `key`, probed for from its home; noted in the memo when found.
     fn lookup(&self, key: &Key<'_>) -> Option<Entry<'a>> {
         let home = key.home(self.slots);
-        self.probe(home, self.reach(home)).find_map(|(_, slot)| {
+        self.probe(home, self.reach(home)).find_map(|(index, slot)| {
             // Acquire: pairs with the Release publication of the slot, so its key is visible.
             let tag = Tag(slot.tag().load(Ordering::Acquire));
-            (tag.state() == State::Live && slot.holds(tag, key)).then_some(Entry { slot, tag, renewed: false })
+            if tag.state() != State::Live || !slot.holds(tag, key) {
+                return None;
+            }
+            self.note(key, index, tag);
+            Some(Entry { slot, tag, renewed: false })
         })
+    }
+
+    /// Notes in the memo that `key` is in slot `index`, under the claim of `tag`.
+    fn note(&self, key: &Key<'_>, index: usize, tag: Tag) {
+        let generation = tag.generation();
+        self.memo.remember(key.bytes, Place { index, generation, ident: key.ident(generation) });
+    }
+
+    /// The slot the memo says holds `key`, if it is still LIVE under the claim it was found
+    /// under: the same generation (a slot's key words change only under a new claim, with a new
+    /// generation), and the same ident word, which carries the key's length and fingerprint. Only
+    /// 2^22 claims of that slot since, the last of them for a key of the same length and 32-bit
+    /// fingerprint, could mislead it.
+    #[inline(always)]
+    fn remembered(&self, key: &[u8]) -> Option<Entry<'a>> {
+        let Place { index, generation, ident } = self.memo.recall(key)?;
+        // The memo holds only indexes of this table's slots; `get` keeps that from being trusted.
+        let slot = self.words.get(index * self.slot_words..(index + 1) * self.slot_words)?;
+        let slot = Slot { words: slot, payload_words: self.payload_words };
+        // Acquire: pairs with the Release publication of the slot, as in `lookup`.
+        let tag = Tag(slot.tag().load(Ordering::Acquire));
+        // Relaxed: a claim since would have written another ident, with its own generation.
+        let same = tag.state() == State::Live
+            && tag.generation() == generation
+            && slot.ident().load(Ordering::Relaxed) == ident;
+        same.then_some(Entry { slot, tag, renewed: false })
+    }
+
+    /// Forgets where keys were found: for a table whose memory was replaced under it (a lost
+    /// segment file, see `segment::guard`), where generations start again.
+    pub fn forget_places(&self) {
+        self.memo.forget();
     }
 
     /// The LIVE slot holding `key`, inserted if missing, and kept until at least `keep_until`.
     pub fn find_or_insert(&self, key: &[u8], now: u64, keep_until: u64) -> Result<Entry<'a>, TableError> {
-        let key = self.key(key)?;
         let keep_until = keep_until.min(MAX_STAMP);
+        if let Some(entry) = self.remembered(key).and_then(|entry| self.keep(entry, now, keep_until)) {
+            return Ok(entry);
+        }
+        let key = self.key(key)?;
         for attempt in 0..MAX_ATTEMPTS {
             if let Some(entry) = self.lookup(&key) {
                 if let Some(entry) = self.keep(entry, now, keep_until) {
@@ -788,8 +835,11 @@ impl<'a> Table<'a> {
     /// The LIVE slot holding `key`, if any, kept until at least `keep_until`: for a write that
     /// must not create the key.
     pub fn find_and_keep(&self, key: &[u8], now: u64, keep_until: u64) -> Result<Option<Entry<'a>>, TableError> {
-        let key = self.key(key)?;
         let keep_until = keep_until.min(MAX_STAMP);
+        if let Some(entry) = self.remembered(key).and_then(|entry| self.keep(entry, now, keep_until)) {
+            return Ok(Some(entry));
+        }
+        let key = self.key(key)?;
         for _ in 0..MAX_ATTEMPTS {
             let Some(entry) = self.lookup(&key) else {
                 return Ok(None);
@@ -1079,7 +1129,11 @@ impl<'a> Table<'a> {
         // claim was taken over; look again.
         let published =
             claim.slot.tag().compare_exchange(claim.pending().0, live.0, Ordering::Release, Ordering::Relaxed).is_ok();
-        published.then_some(Entry { slot: claim.slot, tag: live, renewed: true })
+        if !published {
+            return None;
+        }
+        self.note(key, claim.index, live);
+        Some(Entry { slot: claim.slot, tag: live, renewed: true })
     }
 
     /// Whether a slot other than `own` holds `key` as LIVE, or as PENDING with its claimer
@@ -1797,6 +1851,58 @@ mod tests {
     /// Keys whose home, in `table`, is `home`.
     fn keys_with_home(table: &Table<'_>, home: usize, count: usize) -> Vec<Vec<u8>> {
         (0u32..).map(|i| format!("k{i}").into_bytes()).filter(|key| table.home_of(key) == home).take(count).collect()
+    }
+
+    /// The memo answers for a key it has seen without probing: with the home's reach lowered
+    /// under the key (which no sweep does, see `shrink`), only the memo can still find it.
+    #[test]
+    fn a_remembered_key_is_found_without_probing() {
+        let fixture = Fixture::new(8, 1, 4);
+        let table = fixture.table();
+        let home = 2;
+        let keys = keys_with_home(&table, home, 2);
+        table.find_or_insert(&keys[0], 100, 1000).unwrap();
+        let entry = table.find_or_insert(&keys[1], 100, 1000).unwrap();
+        entry.payload()[0].fetch_add(5, Ordering::Relaxed);
+        table.slot(home).reach().store(0, Ordering::Relaxed);
+        let found = table.find(&keys[1]).unwrap().expect("found through the memo");
+        assert!(std::ptr::eq(found.payload(), entry.payload()));
+        table.forget_places();
+        assert!(table.find(&keys[1]).unwrap().is_none(), "a probe no longer reaches it");
+    }
+
+    /// A key's slot freed and given to another key since the memo noted it, by a reset or by
+    /// another process (or, after a fork, by the parent): the memo's hint fails the generation
+    /// check, and the key is looked up as if never seen. Nothing is counted into the other key.
+    #[test]
+    fn a_remembered_slot_recycled_for_another_key_is_not_trusted() {
+        let fixture = Fixture::new(1, 1, 4);
+        let (this, other) = (fixture.table(), fixture.table());
+        let entry = this.find_or_insert(b"k", 100, 1000).unwrap();
+        entry.payload()[0].fetch_add(1, Ordering::Relaxed);
+        assert!(this.find(b"k").unwrap().is_some(), "noted by this process");
+        assert_eq!(other.remove_matching(|key| key == b"k"), 1);
+        let recycled = other.find_or_insert(b"j", 100, 1000).unwrap();
+        assert!(std::ptr::eq(recycled.payload(), entry.payload()), "the same slot, for another key");
+        assert!(this.find(b"k").unwrap().is_none());
+        assert!(matches!(this.find_or_insert(b"k", 100, 1000), Err(TableError::Full { .. })));
+        assert!(this.find_and_keep(b"k", 100, 1000).unwrap().is_none());
+        assert_eq!(recycled.payload()[0].load(Ordering::Relaxed), init(0, recycled.generation()));
+    }
+
+    /// The generation a slot's tag shows repeats after 2^22 claims of that slot: a memo older
+    /// than that could see its generation again under another key. The ident word, which
+    /// carries the key's length and fingerprint, tells them apart.
+    #[test]
+    fn a_remembered_generation_seen_again_under_another_key_is_not_trusted() {
+        let fixture = Fixture::new(1, 1, 4);
+        let table = fixture.table();
+        let entry = table.find_or_insert(b"k", 100, 1000).unwrap();
+        let slot = table.slot(0);
+        // What 2^22 claims would leave: the same generation, LIVE, with another key's ident.
+        let other = table.key(b"another").unwrap();
+        slot.ident().store(other.ident(entry.generation()), Ordering::Relaxed);
+        assert!(table.find(b"k").unwrap().is_none());
     }
 
     /// A creator of a key stopped between reserving its slot and recording its reach, while
