@@ -772,8 +772,9 @@ fn register_hot_methods(class: ext_php_rs::builders::ClassBuilder) -> ext_php_rs
 }
 
 /// The methods Ganesha calls on every request (`load`, `increment`, `loadStatus`,
-/// `loadLastFailureTime`, `saveLastFailureTime`, `saveStatus`), with handlers of their own
-/// instead of ext-php-rs's generated ones, which run every call inside a `zend_try` (a
+/// `loadLastFailureTime`, `saveLastFailureTime`, `saveStatus`), and those every request makes
+/// its adapter with (`__construct`, `setContext`), with handlers of their own instead of
+/// ext-php-rs's generated ones, which run every call inside a `zend_try` (a
 /// `setjmp`, and a closure behind two calls) so that a PHP bailout cannot unwind through Rust
 /// frames.
 ///
