@@ -70,10 +70,17 @@ impl Configured {
     /// of the same service's other keys as long, so that a service's slots, and the totals
     /// they hold, live as long as any of its data: a busy service never resets its totals.
     /// Nothing for a key of no service of this configuration.
+    #[inline(always)]
     fn keep_service(&self, store: &Store<'_>, table: TableKind, key: &[u8], now: u64, renewed: Renewed) {
-        let Some(until) = renewed else {
-            return;
-        };
+        if let Some(until) = renewed {
+            self.keep_service_until(store, table, key, now, until);
+        }
+    }
+
+    /// `keep_service` once a write renewed its slot: out of line, as it is once per 1/16 of the
+    /// slot's lifetime.
+    #[inline(never)]
+    fn keep_service_until(&self, store: &Store<'_>, table: TableKind, key: &[u8], now: u64, until: u64) {
         let Some(service) = self.storage_keys.service_of(key) else {
             return;
         };
@@ -828,7 +835,14 @@ mod hot {
 
     /// A hot method: what it does with the service, the rest of its arguments, the
     /// configuration and the time.
-    type Method<R, T> = fn(&AbstractSlidingTimeWindowShm, &[u8], R, &Configured, u64) -> Result<T, Refusal>;
+    /// (A type parameter, not a function pointer, so that each handler's method inlines into
+    /// `call`.)
+    trait Method<R, T>: Fn(&AbstractSlidingTimeWindowShm, &[u8], R, &Configured, u64) -> Result<T, Refusal> + Copy {}
+
+    impl<R, T, M> Method<R, T> for M where
+        M: Fn(&AbstractSlidingTimeWindowShm, &[u8], R, &Configured, u64) -> Result<T, Refusal> + Copy
+    {
+    }
 
     /// Adds the hot methods to the class, declared as `#[php_impl]` would declare them.
     pub fn register(class: ClassBuilder) -> ClassBuilder {
@@ -1076,7 +1090,13 @@ mod hot {
     }
 
     /// Runs `method` for the call in `ex`, and `set` with its result.
-    fn call<R: Rest, T>(ex: &mut ExecuteData, retval: &mut Zval, method: Method<R, T>, set: impl Fn(&mut Zval, T)) {
+    #[inline(always)]
+    fn call<R: Rest, T>(
+        ex: &mut ExecuteData,
+        retval: &mut Zval,
+        method: impl Method<R, T>,
+        set: impl Fn(&mut Zval, T),
+    ) {
         // A panic must not unwind out of an `extern "C"` function: it is thrown as
         // ext-php-rs's handlers throw one.
         // The loss of the segment file is logged through PHP: guarded, outside `unguarded`.
@@ -1095,7 +1115,8 @@ mod hot {
 
     /// The common case, which calls nothing of the engine: `None` when the call is not one. A
     /// refusal is returned as it is, for `call` to throw once the borrow below has ended.
-    fn unguarded<R: Rest, T>(ex: &mut ExecuteData, method: Method<R, T>) -> Option<Result<T, Refusal>> {
+    #[inline(always)]
+    fn unguarded<R: Rest, T>(ex: &mut ExecuteData, method: impl Method<R, T>) -> Option<Result<T, Refusal>> {
         // SAFETY: `This.u2.num_args` is the argument count PHP wrote into the frame of this
         // method call before calling its handler.
         if unsafe { ex.This.u2.num_args } != arguments::<R>() {
@@ -1115,7 +1136,12 @@ mod hot {
     }
 
     /// Every other case, as ext-php-rs's generated handler would run it.
-    fn guarded<R: Rest, T>(ex: &mut ExecuteData, retval: &mut Zval, method: Method<R, T>, set: impl Fn(&mut Zval, T)) {
+    fn guarded<R: Rest, T>(
+        ex: &mut ExecuteData,
+        retval: &mut Zval,
+        method: impl Method<R, T>,
+        set: impl Fn(&mut Zval, T),
+    ) {
         let expected = arguments::<R>();
         // SAFETY: as in `unguarded`.
         if unsafe { ex.This.u2.num_args } != expected {

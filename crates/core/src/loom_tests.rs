@@ -356,6 +356,39 @@ fn a_remembered_slot_recycled_meanwhile_is_never_counted_into() {
     });
 }
 
+/// A process loads a key while another creates it, then, once the creation has finished,
+/// loads it again through its memo (one store): whatever it noted the first time, the second
+/// load counts the event.
+#[test]
+fn a_key_remembered_absent_while_another_process_creates_it_is_found_once_created() {
+    model("memo of an absence while the key is created", || {
+        let fixture = Fixture::new();
+        let created = Arc::new(loom::sync::atomic::AtomicBool::new(false));
+        let creator = {
+            let (fixture, created) = (Arc::clone(&fixture), Arc::clone(&created));
+            loom::thread::spawn(move || {
+                fixture.store().increment(b"k", &window(), 100).unwrap();
+                created.store(true, std::sync::atomic::Ordering::Release);
+            })
+        };
+        let reader = {
+            let (fixture, created) = (Arc::clone(&fixture), Arc::clone(&created));
+            loom::thread::spawn(move || {
+                let store = fixture.store();
+                let first = store.load(b"k", &window(), 100).unwrap();
+                while !created.load(std::sync::atomic::Ordering::Acquire) {
+                    loom::thread::yield_now();
+                }
+                (first, store.load(b"k", &window(), 100).unwrap())
+            })
+        };
+        creator.join().unwrap();
+        let (first, second) = reader.join().unwrap();
+        assert!(first <= 1);
+        assert_eq!(second, 1, "an absence outlived the key's creation");
+    });
+}
+
 /// Two processes 1 s apart ask for the half-open trial at once: exactly one gets it, also when
 /// one of them stops at any step.
 #[test]

@@ -11,6 +11,12 @@
 //! `reset()`), or when this process is a `fork()` child holding its parent's memo, the hint
 //! fails that check and the lookup probes as it would without it.
 //!
+//! It notes absent keys too (a healthy service's failure count and status are absent keys,
+//! asked for on every request), with the reach word of the key's home as the probe read it:
+//! every claim of a key raises its home's reach, bumping the word's version, before the key
+//! can go LIVE. So while that word reads the same, no claim of the key was recorded since,
+//! and the key is still absent (see `Table::remembered`).
+//!
 //! It lives in process-local memory, next to the table that uses it, never in the segment: each
 //! process has its own, and no other process can write it. Its words are atomics only so that a
 //! table can be shared by threads (a threaded PHP); each entry is a seqlock, so a reader never
@@ -36,20 +42,27 @@ const KEY_WORDS: usize = MAX_KEY_BYTES / 8;
 /// A generation no claim has (they have 22 bits): the place of an entry that holds nothing.
 const NO_GENERATION: u64 = u32::MAX as u64;
 
-/// Where a key was last found: the slot's index, the generation of the claim that held the key
-/// there, and the slot's ident word under that claim.
+/// The generation field of an entry that notes a key absent: not a claim's either.
+const ABSENT: u64 = u32::MAX as u64 - 1;
+
+/// What the memo says of a key, as the table noted it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Place {
-    pub index: usize,
-    pub generation: u32,
-    pub ident: u64,
+pub enum Place {
+    /// The key was in slot `index`, under the claim of `generation`, whose ident word is
+    /// `ident`.
+    Slot { index: usize, generation: u32, ident: u64 },
+    /// A probe from the key's home `home` found no slot holding it, and no claim in progress,
+    /// with the home's reach word reading `reach` before it.
+    Absent { home: usize, reach: u64 },
 }
 
 struct Entry {
     /// Even while the entry may be read, odd while it is written.
     version: AtomicU64,
-    /// `[generation: 32][index: 32]`; the generation is [`NO_GENERATION`] when it holds nothing.
+    /// `[generation: 32][index: 32]`: the generation is [`NO_GENERATION`] when the entry holds
+    /// nothing, [`ABSENT`] when it notes the key absent (the index is then its home).
     place: AtomicU64,
+    /// The slot's ident word, or for an absent key the reach word of its home.
     ident: AtomicU64,
     /// Bytes of the key, and the key as [`key_words`] makes it.
     length: AtomicU64,
@@ -126,10 +139,15 @@ impl Memo {
         // Acquire fence: if any word read above is from a later write, so is the version read
         // next (that write made it odd before its Release fence).
         fence(Ordering::Acquire);
-        if entry.version.load(Ordering::Relaxed) != version || place >> 32 == NO_GENERATION {
+        if entry.version.load(Ordering::Relaxed) != version {
             return None;
         }
-        Some(Place { index: place as u32 as usize, generation: (place >> 32) as u32, ident })
+        let index = place as u32 as usize;
+        match place >> 32 {
+            NO_GENERATION => None,
+            ABSENT => Some(Place::Absent { home: index, reach: ident }),
+            generation => Some(Place::Slot { index, generation: generation as u32, ident }),
+        }
     }
 
     /// Notes that `key` was found at `place`. Skipped for a key too long to keep, and while
@@ -144,8 +162,12 @@ impl Memo {
                 entry.key[word].store(key_word(key, word * 8), Ordering::Relaxed);
             }
             entry.length.store(key.len() as u64, Ordering::Relaxed);
-            entry.place.store((place.generation as u64) << 32 | place.index as u64, Ordering::Relaxed);
-            entry.ident.store(place.ident, Ordering::Relaxed);
+            let (generation, index, ident) = match place {
+                Place::Slot { index, generation, ident } => (generation as u64, index, ident),
+                Place::Absent { home, reach } => (ABSENT, home, reach),
+            };
+            entry.place.store(generation << 32 | index as u64, Ordering::Relaxed);
+            entry.ident.store(ident, Ordering::Relaxed);
         });
     }
 
@@ -182,7 +204,7 @@ mod tests {
     use super::*;
 
     fn place(index: usize) -> Place {
-        Place { index, generation: 7, ident: 0xabc }
+        Place::Slot { index, generation: 7, ident: 0xabc }
     }
 
     #[test]
@@ -217,6 +239,17 @@ mod tests {
                 assert_eq!(memo.recall(&key[..length - 1]), None);
             }
         }
+    }
+
+    #[test]
+    fn an_absence_is_recalled_as_noted_and_replaced_by_a_place() {
+        let memo = Memo::default();
+        let key = b"ganesha_svc_failure";
+        let absent = Place::Absent { home: 9, reach: 3 << 32 | 1 };
+        memo.remember(key, absent);
+        assert_eq!(memo.recall(key), Some(absent));
+        memo.remember(key, place(4));
+        assert_eq!(memo.recall(key), Some(place(4)));
     }
 
     #[test]

@@ -356,6 +356,13 @@ impl<'a> Slot<'a> {
     }
 }
 
+/// What the memo tells of a key, checked against the table (see `Table::remembered`).
+enum Hint<'a> {
+    Found(Entry<'a>),
+    Absent,
+    Unknown,
+}
+
 /// A LIVE slot holding the key it was looked up for.
 #[derive(Clone, Copy)]
 pub struct Entry<'a> {
@@ -747,51 +754,97 @@ impl<'a> Table<'a> {
 
     /// The LIVE slot holding `key`, if any. Never writes.
     pub fn find(&self, key: &[u8]) -> Result<Option<Entry<'a>>, TableError> {
-        if let Some(entry) = self.remembered(key) {
-            return Ok(Some(entry));
+        match self.remembered(key) {
+            Hint::Found(entry) => return Ok(Some(entry)),
+            Hint::Absent => return Ok(None),
+            Hint::Unknown => {}
         }
         let key = self.key(key)?;
         Ok(self.lookup(&key))
     }
 
-    /// The LIVE slot holding `key`, probed for from its home; noted in the memo when found.
+    /// The LIVE slot holding `key`, probed for from its home; noted in the memo, found or not.
     fn lookup(&self, key: &Key<'_>) -> Option<Entry<'a>> {
         let home = key.home(self.slots);
-        self.probe(home, self.reach(home)).find_map(|(index, slot)| {
+        // Acquire: as in `reach`, and for the memo's note of an absent key (see `remembered`).
+        let reach = self.slot(home).reach().load(Ordering::Acquire);
+        let mut claims_seen = false;
+        let found = self.probe(home, reach_distance(reach) + 1).find_map(|(index, slot)| {
             // Acquire: pairs with the Release publication of the slot, so its key is visible.
             let tag = Tag(slot.tag().load(Ordering::Acquire));
-            if tag.state() != State::Live || !slot.holds(tag, key) {
-                return None;
+            match tag.state() {
+                State::Live if slot.holds(tag, key) => {
+                    self.note(key, index, tag);
+                    Some(Entry { slot, tag, renewed: false })
+                }
+                State::Reserved | State::Pending => {
+                    claims_seen = true;
+                    None
+                }
+                State::Free | State::Live => None,
             }
-            self.note(key, index, tag);
-            Some(Entry { slot, tag, renewed: false })
-        })
+        });
+        if found.is_none() && !claims_seen {
+            self.memo.remember(key.bytes, Place::Absent { home, reach });
+        }
+        found
     }
 
     /// Notes in the memo that `key` is in slot `index`, under the claim of `tag`.
     fn note(&self, key: &Key<'_>, index: usize, tag: Tag) {
         let generation = tag.generation();
-        self.memo.remember(key.bytes, Place { index, generation, ident: key.ident(generation) });
+        self.memo.remember(key.bytes, Place::Slot { index, generation, ident: key.ident(generation) });
     }
 
-    /// The slot the memo says holds `key`, if it is still LIVE under the claim it was found
-    /// under: the same generation (a slot's key words change only under a new claim, with a new
-    /// generation), and the same ident word, which carries the key's length and fingerprint. Only
-    /// 2^22 claims of that slot since, the last of them for a key of the same length and 32-bit
-    /// fingerprint, could mislead it.
+    /// What the memo says of `key`, once checked against the table.
+    ///
+    /// A slot: its entry, if it is still LIVE under the claim it was found under: the same
+    /// generation (a slot's key words change only under a new claim, with a new generation), and
+    /// the same ident word, which carries the key's length and fingerprint. Only 2^22 claims of
+    /// that slot since, the last of them for a key of the same length and 32-bit fingerprint,
+    /// could mislead it.
+    ///
+    /// An absence: still absent if the reach word of the key's home reads what it read before
+    /// the probe that found no slot holding the key and no claim in progress. Every claim of
+    /// the key raises that word, with a new version, after reserving its slot and before the
+    /// key can go LIVE (see `record`). If a claim's raise came before the probe's read of the
+    /// word, the read saw it (Acquire, pairing with the raise's Release), and so the probe saw
+    /// its reservation or what followed it: a claim in progress, a LIVE slot holding the key, or a
+    /// slot freed or given to another key since, which took another claim, and another raise, to
+    /// hold the key again. If it came after, the word reads another value now. (Only 2^32 raises
+    /// of that home's reach since, back to the same distance, could mislead it.)
     #[inline(always)]
-    fn remembered(&self, key: &[u8]) -> Option<Entry<'a>> {
-        let Place { index, generation, ident } = self.memo.recall(key)?;
-        // The memo holds only indexes of this table's slots; `get` keeps that from being trusted.
-        let slot = self.words.get(index * self.slot_words..(index + 1) * self.slot_words)?;
-        let slot = Slot { words: slot, payload_words: self.payload_words };
-        // Acquire: pairs with the Release publication of the slot, as in `lookup`.
-        let tag = Tag(slot.tag().load(Ordering::Acquire));
-        // Relaxed: a claim since would have written another ident, with its own generation.
-        let same = tag.state() == State::Live
-            && tag.generation() == generation
-            && slot.ident().load(Ordering::Relaxed) == ident;
-        same.then_some(Entry { slot, tag, renewed: false })
+    fn remembered(&self, key: &[u8]) -> Hint<'a> {
+        match self.memo.recall(key) {
+            Some(Place::Slot { index, generation, ident }) => {
+                // The memo holds only indexes of this table's slots; `get` keeps that from being
+                // trusted.
+                let Some(words) = self.words.get(index * self.slot_words..(index + 1) * self.slot_words) else {
+                    return Hint::Unknown;
+                };
+                let slot = Slot { words, payload_words: self.payload_words };
+                // Acquire: pairs with the Release publication of the slot, as in `lookup`.
+                let tag = Tag(slot.tag().load(Ordering::Acquire));
+                // Relaxed: a claim since would have written another ident, with its own generation.
+                let same = tag.state() == State::Live
+                    && tag.generation() == generation
+                    && slot.ident().load(Ordering::Relaxed) == ident;
+                if same {
+                    Hint::Found(Entry { slot, tag, renewed: false })
+                } else {
+                    Hint::Unknown
+                }
+            }
+            Some(Place::Absent { home, reach }) if home < self.slots => {
+                // Acquire: pairs with the Release raise of a claim, as in `lookup`.
+                if self.slot(home).reach().load(Ordering::Acquire) == reach {
+                    Hint::Absent
+                } else {
+                    Hint::Unknown
+                }
+            }
+            Some(Place::Absent { .. }) | None => Hint::Unknown,
+        }
     }
 
     /// Forgets where keys were found: for a table whose memory was replaced under it (a lost
@@ -803,8 +856,10 @@ impl<'a> Table<'a> {
     /// The LIVE slot holding `key`, inserted if missing, and kept until at least `keep_until`.
     pub fn find_or_insert(&self, key: &[u8], now: u64, keep_until: u64) -> Result<Entry<'a>, TableError> {
         let keep_until = keep_until.min(MAX_STAMP);
-        if let Some(entry) = self.remembered(key).and_then(|entry| self.keep(entry, now, keep_until)) {
-            return Ok(entry);
+        if let Hint::Found(entry) = self.remembered(key) {
+            if let Some(entry) = self.keep(entry, now, keep_until) {
+                return Ok(entry);
+            }
         }
         let key = self.key(key)?;
         for attempt in 0..MAX_ATTEMPTS {
@@ -836,8 +891,14 @@ impl<'a> Table<'a> {
     /// must not create the key.
     pub fn find_and_keep(&self, key: &[u8], now: u64, keep_until: u64) -> Result<Option<Entry<'a>>, TableError> {
         let keep_until = keep_until.min(MAX_STAMP);
-        if let Some(entry) = self.remembered(key).and_then(|entry| self.keep(entry, now, keep_until)) {
-            return Ok(Some(entry));
+        match self.remembered(key) {
+            Hint::Found(entry) => {
+                if let Some(entry) = self.keep(entry, now, keep_until) {
+                    return Ok(Some(entry));
+                }
+            }
+            Hint::Absent => return Ok(None),
+            Hint::Unknown => {}
         }
         let key = self.key(key)?;
         for _ in 0..MAX_ATTEMPTS {
@@ -1037,7 +1098,8 @@ impl<'a> Table<'a> {
     }
 
     /// Makes the reach of `home` at least `distance`, bumping its version so that a sweep that
-    /// read it before cannot lower it under this claim (see `shrink`).
+    /// read it before cannot lower it under this claim (see `shrink`), and so that a process that
+    /// noted a key of this home absent before sees it may be there now (see `remembered`).
     fn raise_reach(&self, home: usize, distance: usize) {
         let word = self.slot(home).reach();
         // Relaxed: the compare-and-swap below decides.
@@ -1888,6 +1950,38 @@ mod tests {
         assert!(matches!(this.find_or_insert(b"k", 100, 1000), Err(TableError::Full { .. })));
         assert!(this.find_and_keep(b"k", 100, 1000).unwrap().is_none());
         assert_eq!(recycled.payload()[0].load(Ordering::Relaxed), init(0, recycled.generation()));
+    }
+
+    /// A key found absent, noted so, then created by another process: the note goes with the
+    /// other process's claim (it raised the home's reach), and the key is found.
+    #[test]
+    fn a_key_noted_absent_is_found_once_another_process_creates_it() {
+        let fixture = Fixture::new(8, 1, 4);
+        let (this, other) = (fixture.table(), fixture.table());
+        assert!(this.find(b"k").unwrap().is_none());
+        assert!(this.find_and_keep(b"k", 100, 1000).unwrap().is_none(), "the noted absence");
+        let entry = other.find_or_insert(b"k", 100, 1000).unwrap();
+        let found = this.find(b"k").unwrap().expect("created since the absence was noted");
+        assert!(std::ptr::eq(found.payload(), entry.payload()));
+    }
+
+    /// A probe that finds a claim in progress notes no absence: a claimer stopped after it
+    /// recorded its claim (the home's reach raised) and published it PENDING goes LIVE with no
+    /// raise of the reach after that, and the key must be found then.
+    #[test]
+    fn an_absence_is_not_noted_while_a_claim_is_in_progress() {
+        let fixture = Fixture::new(8, 1, 4);
+        let (this, claimer) = (fixture.table(), fixture.table());
+        let key = claimer.key(b"k").unwrap();
+        let home = key.home(claimer.slots);
+        let slot = claimer.slot(home);
+        let seen = Tag(slot.tag().load(Ordering::SeqCst));
+        let claim = claimer.reserve(slot, home, home, 0, seen, 100).unwrap();
+        claimer.record(&claim);
+        assert!(claimer.write(&claim, &key) && claimer.publish(&claim));
+        assert!(this.find(b"k").unwrap().is_none(), "PENDING is not LIVE yet");
+        assert!(claimer.settle(&claim, &key, 100, 1000).is_some());
+        assert!(this.find(b"k").unwrap().is_some(), "an absence noted while the claim was PENDING");
     }
 
     /// The generation a slot's tag shows repeats after 2^22 claims of that slot: a memo older
