@@ -356,6 +356,14 @@ impl<'a> Slot<'a> {
     }
 }
 
+/// Whether a lookup that finds no slot notes the key absent in the memo: for the calls that
+/// read, not for those about to create the key (the note would only cost them).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Absence {
+    Note,
+    Ignore,
+}
+
 /// What the memo tells of a key, checked against the table (see `Table::remembered`).
 enum Hint<'a> {
     Found(Entry<'a>),
@@ -760,11 +768,12 @@ impl<'a> Table<'a> {
             Hint::Unknown => {}
         }
         let key = self.key(key)?;
-        Ok(self.lookup(&key))
+        Ok(self.lookup(&key, Absence::Note))
     }
 
-    /// The LIVE slot holding `key`, probed for from its home; noted in the memo, found or not.
-    fn lookup(&self, key: &Key<'_>) -> Option<Entry<'a>> {
+    /// The LIVE slot holding `key`, probed for from its home; noted in the memo when found, and
+    /// with `Absence::Note` when not.
+    fn lookup(&self, key: &Key<'_>, absence: Absence) -> Option<Entry<'a>> {
         let home = key.home(self.slots);
         // Acquire: as in `reach`, and for the memo's note of an absent key (see `remembered`).
         let reach = self.slot(home).reach().load(Ordering::Acquire);
@@ -784,7 +793,7 @@ impl<'a> Table<'a> {
                 State::Free | State::Live => None,
             }
         });
-        if found.is_none() && !claims_seen {
+        if found.is_none() && !claims_seen && absence == Absence::Note {
             self.memo.remember(key.bytes, Place::Absent { home, reach });
         }
         found
@@ -863,7 +872,7 @@ impl<'a> Table<'a> {
         }
         let key = self.key(key)?;
         for attempt in 0..MAX_ATTEMPTS {
-            if let Some(entry) = self.lookup(&key) {
+            if let Some(entry) = self.lookup(&key, Absence::Ignore) {
                 if let Some(entry) = self.keep(entry, now, keep_until) {
                     return Ok(entry);
                 }
@@ -873,14 +882,16 @@ impl<'a> Table<'a> {
                 Ok(Some(entry)) => return Ok(entry),
                 Ok(None) => {}
                 // Another process may have published the key while we scanned: look again.
-                Err(full) => match self.lookup(&key).and_then(|entry| self.keep(entry, now, keep_until)) {
-                    Some(entry) => return Ok(entry),
-                    None => {
-                        // Relaxed: statistics only.
-                        self.stats.full_errors.fetch_add(1, Ordering::Relaxed);
-                        return Err(full);
+                Err(full) => {
+                    match self.lookup(&key, Absence::Ignore).and_then(|entry| self.keep(entry, now, keep_until)) {
+                        Some(entry) => return Ok(entry),
+                        None => {
+                            // Relaxed: statistics only.
+                            self.stats.full_errors.fetch_add(1, Ordering::Relaxed);
+                            return Err(full);
+                        }
                     }
-                },
+                }
             }
             back_off(attempt);
         }
@@ -902,7 +913,7 @@ impl<'a> Table<'a> {
         }
         let key = self.key(key)?;
         for _ in 0..MAX_ATTEMPTS {
-            let Some(entry) = self.lookup(&key) else {
+            let Some(entry) = self.lookup(&key, Absence::Note) else {
                 return Ok(None);
             };
             if let Some(entry) = self.keep(entry, now, keep_until) {
@@ -1072,7 +1083,7 @@ impl<'a> Table<'a> {
         self.record(claim);
         let settled =
             if self.write(claim, key) && self.publish(claim) { self.settle(claim, key, now, keep_until) } else { None };
-        settled.or_else(|| self.lookup(key).and_then(|entry| self.keep(entry, now, keep_until)))
+        settled.or_else(|| self.lookup(key, Absence::Ignore).and_then(|entry| self.keep(entry, now, keep_until)))
     }
 
     /// Step 2: the statistics, how far the key lies from its home, and who claimed the slot.
