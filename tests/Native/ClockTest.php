@@ -197,4 +197,29 @@ final class ClockTest extends TestCase
     {
         return fn (): int => $this->now;
     }
+
+    /**
+     * Without a clock given, the adapter reads the time as PHP's time() does, also in the first
+     * milliseconds of a second, when the kernel's coarse clock (glibc's time(NULL)) still shows
+     * the second before: an event counted then is in the second PHP's time() shows. Each round
+     * counts one event right after PHP's time() has turned, then, 20 ms later in the same second,
+     * loads it from a window of that one second.
+     */
+    public function testTheSystemClockIsTheOnePhpsTimeReadsEvenAsASecondBegins(): void
+    {
+        $adapter = TestAdapter::forWindow(1);
+        foreach ([1, 2, 3] as $round) {
+            $key = Unique::name('clock_edge_');
+            $before = \time();
+            while (($second = \time()) === $before) {
+            }
+            $adapter->increment($key);
+            \usleep(20_000);
+            $count = $adapter->load($key);
+            if (\time() !== $second) {
+                self::markTestIncomplete('this machine took more than a second over 20 ms');
+            }
+            self::assertSame(1, $count, "round {$round}: the event was counted in another second than time()'s {$second}");
+        }
+    }
 }
