@@ -905,7 +905,8 @@ mod hot {
             };
             let _ = GENERATED_CONSTRUCTOR.set(generated);
             let ours: unsafe extern "C" fn(*mut ExecuteData, *mut Zval) = construct;
-            (*handler.cast::<std::sync::atomic::AtomicUsize>()).store(ours as usize, Ordering::Relaxed);
+            // Release: a thread that calls ours finds the generated handler set before it.
+            (*handler.cast::<std::sync::atomic::AtomicUsize>()).store(ours as usize, Ordering::Release);
         }
     }
 
