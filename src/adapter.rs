@@ -974,8 +974,7 @@ mod hot {
         if unsafe { ex.This.u2.num_args } != 1 {
             return false;
         }
-        // SAFETY: the frame holds one argument, in its first call slot, for the call's length.
-        let Some(context) = unsafe { ex.zend_call_arg(0).map(|z| &*z) }.and_then(|z| z.dereference().object()) else {
+        let Some(context) = context_argument(ex) else {
             return false;
         };
         let Some(read) = context::read_own(context) else {
@@ -996,6 +995,11 @@ mod hot {
         true
     }
 
+    /// The object `setContext()` was given, in a call whose argument count was checked to be 1.
+    fn context_argument<'a>(ex: &ExecuteData) -> Option<&'a ZendObject> {
+        frame_arguments::<()>(ex).0?.dereference().object()
+    }
+
     /// Every other case of `setContext()`, as ext-php-rs's generated handler would run it.
     fn set_context_guarded(ex: &mut ExecuteData, retval: &mut Zval) {
         // SAFETY: as in `unguarded`.
@@ -1004,8 +1008,7 @@ mod hot {
             unsafe { ext_php_rs::ffi::zend_wrong_parameters_count_error(1, 1) };
             return;
         }
-        // SAFETY: as in `set_context_unguarded`.
-        let Some(context) = unsafe { ex.zend_call_arg(0).map(|z| &*z) }.and_then(|z| z.dereference().object()) else {
+        let Some(context) = context_argument(ex) else {
             PhpException::new("Invalid value given for argument `context`.".into(), 0, ce::type_error()).throw();
             return;
         };

@@ -179,7 +179,22 @@ pub fn read(context: &ZendObject) -> PhpResult<Read> {
             .ok_or_else(|| not_a_context(&format!("{}() did not return an int", name.as_str().unwrap_or_default())))
     };
     let optional_long = |name: &ZendStr| setting(name).ok().and_then(|value| value.long());
-    let strategy = if strategy.as_bytes() == COUNT_STRATEGY {
+    let strategy = strategy_of(strategy.as_bytes(), long, optional_long)?;
+    let interval_to_half_open = long(&names.interval_to_half_open)?;
+    let keys = setting(&names.storage_keys)?;
+    let keys = keys.object().ok_or_else(|| not_a_context("storageKeys() did not return an object"))?;
+    Ok(Read { strategy, interval_to_half_open, keys: storage_keys(keys)? })
+}
+
+/// The strategy named `strategy`, with what its configuration gives: through `long` the
+/// settings it needs, through `optional_long` those it may lack.
+fn strategy_of<E>(
+    strategy: &[u8],
+    long: impl Fn(&ZendStr) -> Result<i64, E>,
+    optional_long: impl Fn(&ZendStr) -> Option<i64>,
+) -> Result<Strategy, E> {
+    let names = Names::get();
+    Ok(if strategy == COUNT_STRATEGY {
         Strategy::Count { failure_count_threshold: optional_long(&names.failure_count_threshold) }
     } else {
         Strategy::Rate {
@@ -187,11 +202,7 @@ pub fn read(context: &ZendObject) -> PhpResult<Read> {
             failure_rate_threshold: optional_long(&names.failure_rate_threshold),
             minimum_requests: optional_long(&names.minimum_requests),
         }
-    };
-    let interval_to_half_open = long(&names.interval_to_half_open)?;
-    let keys = setting(&names.storage_keys)?;
-    let keys = keys.object().ok_or_else(|| not_a_context("storageKeys() did not return an object"))?;
-    Ok(Read { strategy, interval_to_half_open, keys: storage_keys(keys)? })
+    })
 }
 
 /// What `read` reads of a `Context`, a `Configuration` and a `StorageKeys` of exactly Ganesha's
@@ -204,15 +215,7 @@ pub fn read_own(context: &ZendObject) -> Option<Read> {
     let configuration = own_property(context, CONTEXT, &names.configuration)?.object()?;
     let params = own_property(configuration, CONFIGURATION, &names.params)?.array()?;
     let long = |name: &ZendStr| find(params, name)?.long();
-    let strategy = if strategy.as_bytes() == COUNT_STRATEGY {
-        Strategy::Count { failure_count_threshold: long(&names.failure_count_threshold) }
-    } else {
-        Strategy::Rate {
-            time_window: long(&names.time_window)?,
-            failure_rate_threshold: long(&names.failure_rate_threshold),
-            minimum_requests: long(&names.minimum_requests),
-        }
-    };
+    let strategy = strategy_of(strategy.as_bytes(), |name| long(name).ok_or(()), long).ok()?;
     let interval_to_half_open = long(&names.interval_to_half_open)?;
     let keys = find(params, &names.storage_keys)?.object()?;
     if class_name(keys) != Some(STORAGE_KEYS) {
