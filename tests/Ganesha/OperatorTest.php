@@ -118,6 +118,49 @@ final class OperatorTest extends GaneshaTestCase
         self::assertSame(['other0' => 1, 'other1' => 1, 'other2' => 1], $result['others'], 'the new services were stored');
     }
 
+    /**
+     * A tripped service's counters are kept as long as its status, one day, and then no
+     * longer: their slots are reusable when the status's slot is, 1/16 of a day after the
+     * status expired. They were kept 1/16 of that day more again, so that a new service could
+     * store its status but not its counters for another 1.6 hours.
+     */
+    public function testATrippedServicesCountersAreReusableWhenItsStatusIs(): void
+    {
+        $code = Php::autoloadCode(true) . \sprintf(
+            ' require %s;
+            use %s as Clock;
+            $t0 = 1800000000;
+            Clock::freeze($t0);
+            $a = new \%s(null, Clock::callable());
+            \%s::withRateStrategy()->adapter($a)->timeWindow(60)->failureRateThreshold(50)
+                ->minimumRequests(10)->intervalToHalfOpen(5)->build();
+            foreach ([0, 1] as $second) {
+                Clock::freeze($t0 + $second);
+                $a->saveStatus("ganesha_a_status", 2);
+                foreach (["success", "failure", "rejection"] as $counter) { $a->increment("ganesha_a_" . $counter); }
+                $a->saveLastFailureTime("ganesha_a_failure", $t0 + $second);
+            }
+            $r = [];
+            // The status saved at t0 + 1 renewed its slot until t0 + 1 + 86400 + 86400 / 16.
+            foreach ([86400, 91801, 91802, 95000] as $after) {
+                Clock::freeze($t0 + $after);
+                try { $a->increment("ganesha_b_failure"); $r[$after] = "stored"; }
+                catch (\Throwable $e) { $r[$after] = get_class($e) . ": " . $e->getMessage(); }
+            }
+            echo json_encode($r);',
+            \var_export(\dirname(__DIR__) . '/Support/virtual_clock_functions.php', true),
+            VirtualClock::class,
+            SlidingTimeWindowShm::class,
+            Builder::class
+        );
+        $result = Php::json($code, ['ganesha_shm.max_services' => 1]);
+
+        self::assertStringContainsString('StorageException: ', $result['86400'], 'the status holds the service one day');
+        self::assertStringContainsString('ganesha_shm.max_services', $result['91801'], 'and 1/16 of a day more, the margin of its slot');
+        self::assertSame('stored', $result['91802'], 'then the counters go with it');
+        self::assertSame('stored', $result['95000']);
+    }
+
     public function testTotalsCountTripsCalmDownsAndTrialsThroughGanesha(): void
     {
         $t0 = 1_800_000_000;

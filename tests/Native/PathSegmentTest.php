@@ -231,7 +231,7 @@ final class PathSegmentTest extends TestCase
         $this->inProcess('');
         $this->writeHeaderWord(self::WORD_LAYOUT_VERSION, 99);
 
-        $this->assertRefused('its layout version is 99; this build reads version 2');
+        $this->assertRefused('its layout version is 99; this build reads version 3');
     }
 
     public function testGrowingTheCapacityWithAnExistingFileIsRefused(): void

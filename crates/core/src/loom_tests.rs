@@ -15,7 +15,8 @@
 use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;
 
-use crate::store::{counter_payload_words, init_counter, init_status, Store, STATUS_PAYLOAD_WORDS};
+use crate::circuit::STATUS_TRIPPED;
+use crate::store::{counter_payload_words, init_counter, init_status, Store, TableKind, STATUS_PAYLOAD_WORDS};
 use crate::sync::model::run_stopping_after;
 use crate::sync::AtomicU64;
 use crate::table::{Shape, Stats, Table, TableError};
@@ -410,6 +411,44 @@ fn exactly_one_trial_per_interval() {
             assert_eq!(winners, 1, "a due trial is given to one of them");
         }
         a.is_some()
+    });
+}
+
+/// A reset clears a service's status and last failure time while one process reads the status
+/// and another asks for the half-open trial, the clearer stopped at any step: a read gives the
+/// status saved or none, never the emptied word (which held the claim's generation); the trial
+/// is claimed on the saved time or not at all; and a clear that completes leaves both absent.
+#[test]
+fn a_clear_racing_a_reader_and_a_trial_claimer_shows_only_values_that_were_written() {
+    model_stopping("clear racing a status read and a trial claim, the clearer stopped at any step", |n| {
+        let fixture = Fixture::new();
+        fixture.store().save_status(b"s", STATUS_TRIPPED, 100).unwrap();
+        fixture.store().save_last_failure_time(b"f", 90, 60, 100).unwrap();
+        let clearer = {
+            let fixture = Arc::clone(&fixture);
+            loom::thread::spawn(move || {
+                run_stopping_after(Some(n), || {
+                    let store = fixture.store();
+                    store.clear(TableKind::Statuses, b"s").unwrap();
+                    store.clear(TableKind::Counters, b"f").unwrap();
+                })
+            })
+        };
+        let reader = {
+            let fixture = Arc::clone(&fixture);
+            loom::thread::spawn(move || fixture.store().load_status(b"s", 101).unwrap())
+        };
+        let trial = fixture.store().claim_trial(b"f", 101, 5, 60).unwrap();
+        let status = reader.join().unwrap();
+        let cleared = clearer.join().unwrap().is_some();
+        assert!(matches!(status, None | Some(STATUS_TRIPPED)), "read a status never saved: {status:?}");
+        assert!(matches!(trial, None | Some(90)), "a trial on a time never saved: {trial:?}");
+        if cleared {
+            let store = fixture.store();
+            assert_eq!(store.load_status(b"s", 101).unwrap(), None, "the status outlived its clear");
+            assert_eq!(store.peek_last_failure_time(b"f", 101).unwrap(), None, "the time outlived its clear");
+        }
+        cleared
     });
 }
 

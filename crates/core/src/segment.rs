@@ -32,7 +32,7 @@ use memmap2::MmapRaw;
 pub const MAGIC: u64 = u64::from_ne_bytes(*b"GANESHM1");
 
 /// Bumped whenever the meaning of any word in the segment changes.
-pub const LAYOUT_VERSION: u64 = 2;
+pub const LAYOUT_VERSION: u64 = 3;
 
 /// Header words, by index. The statistics words are updated with `fetch_add` by any process.
 mod header {

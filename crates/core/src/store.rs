@@ -504,7 +504,11 @@ impl<'a> Store<'a> {
             TableKind::Counters => (init_counter, [INCREMENTS, TRIALS]),
             TableKind::Statuses => (init_status, [TRIPS, CALM_DOWNS]),
         };
-        for (index, word) in entry.payload().iter().enumerate().filter(|(index, _)| !kept.contains(index)) {
+        // Last word first, so that each expiry (`*_EXPIRY`) is emptied before its value: a
+        // reader, which reads the expiry first, then sees the value as it was or the expiry
+        // absent. (A save racing the clear may still leave a live expiry over the emptied
+        // value: `read_timed` takes an empty value for absent.)
+        for (index, word) in entry.payload().iter().enumerate().rev().filter(|(index, _)| !kept.contains(index)) {
             let empty = init(index, generation);
             // A word of another claim stays as it is: the slot is no longer this key's.
             if !update_word(word, &entry, |current| belongs(index, current, generation, kind).then_some(empty)) {
@@ -517,12 +521,13 @@ impl<'a> Store<'a> {
     /// Keeps the slots of `counters` and `statuses` that exist until at least `until`, creating
     /// none: what the adapter does with a service's other keys when a write renewed one of
     /// them (see [`Renewed`]). Their data keeps its own expiry; only the slots, and the totals
-    /// they hold, stay.
+    /// they hold, stay. `until` is the renewed slot's own, its margin included: the other slots
+    /// get exactly that, never a margin more, so that they are reusable when it is.
     pub fn keep(&self, counters: &[&[u8]], statuses: &[&[u8]], now: u64, until: u64) {
         for (kind, keys) in [(TableKind::Counters, counters), (TableKind::Statuses, statuses)] {
             for key in keys {
                 // A key too long has no slot to keep; a contended one is kept by its own writes.
-                let _ = self.table(kind).find_and_keep(key, now, until);
+                let _ = self.table(kind).find_and_keep_alongside(key, now, until);
             }
         }
     }
@@ -605,7 +610,8 @@ impl<'a> Store<'a> {
             if timed::generation(expiry) != generation || timed::generation(read) != generation {
                 return false; // recycled under us
             }
-            let alive = timed::alive(timed::decode_expiry(expiry), now);
+            // A live expiry over an empty value (a clear raced a save) holds no status.
+            let alive = timed::alive(timed::decode_expiry(expiry), now) && timed::is_written(read);
             let replaced = std::cell::Cell::new(None);
             let saved = update_word(&payload[STATUS_VALUE], entry, |current| {
                 replaced.set(Some(current));
@@ -619,7 +625,7 @@ impl<'a> Store<'a> {
                 // The status this save replaced: a value written since it was read is a live
                 // save's; the value read is what it was, if it was alive.
                 let replaced = match replaced.get() {
-                    Some(word) if word != read || alive => Some(timed::decode_value(word)),
+                    Some(word) if timed::is_written(word) && (word != read || alive) => Some(timed::decode_value(word)),
                     _ => None,
                 };
                 if status == STATUS_TRIPPED && replaced != Some(STATUS_TRIPPED) {
@@ -713,7 +719,9 @@ fn read_timed(entry: &Entry<'_>, [value_at, expiry_at]: [usize; 2], now: u64) ->
     let word = payload[value_at].load(Ordering::Acquire);
     if timed::generation(expiry) != generation || timed::generation(word) != generation {
         Timed::Recycled
-    } else if timed::alive(timed::decode_expiry(expiry), now) {
+    } else if timed::alive(timed::decode_expiry(expiry), now) && timed::is_written(word) {
+        // An empty value under a live expiry is a clear's (or a claim's) work under way, or a
+        // clear that raced a save: never a value, so never a status or a time to claim a trial on.
         Timed::Alive { word, value: timed::decode_value(word) }
     } else {
         Timed::Absent
@@ -1256,6 +1264,55 @@ mod tests {
             store.increment(&[b'n', i], &w, T0 + 200).unwrap();
         }
         assert_eq!(store.totals(TableKind::Counters, b"s_failure").unwrap(), None);
+    }
+
+    /// What a clear racing a save can leave: the save's live expiry over the clear's empty
+    /// value (the save wrote its value, the clear emptied both words, the save wrote its
+    /// expiry). The empty value holds the claim's generation: read as a value, it was a status
+    /// that stopped trips and a last failure time that took a trial that was not due.
+    #[test]
+    fn a_live_expiry_over_an_empty_value_reads_as_absent() {
+        let segment = segment(1);
+        let store = Store::new(&segment);
+        store.save_status(b"s", STATUS_TRIPPED, T0).unwrap();
+        store.save_last_failure_time(b"f", T0 as i64, 600, T0).unwrap();
+        let empty_value = |kind: TableKind, key: &[u8], index: usize, init: fn(usize, u32) -> u64| {
+            let entry = store.find(kind, key).unwrap().unwrap();
+            entry.payload()[index].store(init(index, entry.generation()), Ordering::SeqCst);
+        };
+        empty_value(TableKind::Statuses, b"s", STATUS_VALUE, init_status);
+        empty_value(TableKind::Counters, b"f", LAST_FAILURE_VALUE, init_counter);
+
+        assert_eq!(store.load_status(b"s", T0 + 1).unwrap(), None);
+        assert_eq!(store.peek_last_failure_time(b"f", T0 + 1).unwrap(), None);
+        assert_eq!(store.claim_trial(b"f", T0 + 1_000, 5, 600).unwrap(), None, "no trial on a time never saved");
+        assert_eq!(store.totals(TableKind::Counters, b"f").unwrap().unwrap().others, 0);
+        store.save_status(b"s", STATUS_TRIPPED, T0 + 1).unwrap();
+        assert_eq!(store.totals(TableKind::Statuses, b"s").unwrap().unwrap().events, 2, "a trip over no status");
+        assert_eq!(store.load_status(b"s", T0 + 1).unwrap(), Some(STATUS_TRIPPED));
+    }
+
+    /// Issue 27, defect 2: a slot kept alongside another's renewal was given a margin of its
+    /// own on top of the other's, so it outlived it by up to 1/16 more.
+    #[test]
+    fn a_slot_kept_alongside_another_is_reusable_when_that_one_is() {
+        let segment = segment(1);
+        let store = Store::new(&segment);
+        let w = window(60, None);
+        let counters: [&[u8]; 3] = [b"a_success", b"a_failure", b"a_rejection"];
+        for key in counters {
+            store.increment(key, &w, T0).unwrap();
+        }
+        let until = store.save_status(b"a_status", STATUS_TRIPPED, T0).unwrap().expect("a new slot is a renewal");
+        assert_eq!(until, T0 + STATUS_TTL);
+        store.keep(&counters, &[], T0, until);
+        let renewed = store.save_status(b"a_status", STATUS_TRIPPED, T0 + 1).unwrap().expect("renewed, with its margin");
+        assert_eq!(renewed, T0 + 1 + STATUS_TTL + STATUS_TTL / 16);
+        store.keep(&counters, &[], T0 + 1, renewed);
+        // The service's three counters fill the table: a fourth key needs one of their slots.
+        let refused = store.increment(b"b_failure", &w, renewed).unwrap_err();
+        assert!(matches!(refused.error, TableError::Full { .. }), "kept as long as the status: {refused:?}");
+        store.increment(b"b_failure", &w, renewed + 1).expect("and not a second longer");
     }
 
     #[test]

@@ -371,6 +371,17 @@ enum Hint<'a> {
     Unknown,
 }
 
+/// How far a slot kept for less than asked is extended.
+#[derive(Clone, Copy)]
+enum Extension {
+    /// 1/16 of the lifetime asked for beyond it (and at least a second), so that a busy key
+    /// renews its slot once per 1/16 of its lifetime (see `Table::keep`).
+    WithMargin,
+    /// To the moment asked for: for a slot kept alongside another's renewal, which has its
+    /// margin already.
+    Exact,
+}
+
 /// A LIVE slot holding the key it was looked up for.
 #[derive(Clone, Copy)]
 pub struct Entry<'a> {
@@ -901,10 +912,28 @@ impl<'a> Table<'a> {
     /// The LIVE slot holding `key`, if any, kept until at least `keep_until`: for a write that
     /// must not create the key.
     pub fn find_and_keep(&self, key: &[u8], now: u64, keep_until: u64) -> Result<Option<Entry<'a>>, TableError> {
+        self.find_and_extend(key, now, keep_until, Extension::WithMargin)
+    }
+
+    /// The LIVE slot holding `key`, if any, kept until at least `until` and no longer: for a
+    /// key kept alongside another whose write renewed its slot until `until`, margin included
+    /// (`Store::keep`). A margin of its own on top would keep it up to 1/16 longer than the
+    /// data that keeps it, and each key of a service would outlive the one before.
+    pub fn find_and_keep_alongside(&self, key: &[u8], now: u64, until: u64) -> Result<Option<Entry<'a>>, TableError> {
+        self.find_and_extend(key, now, until, Extension::Exact)
+    }
+
+    fn find_and_extend(
+        &self,
+        key: &[u8],
+        now: u64,
+        keep_until: u64,
+        extension: Extension,
+    ) -> Result<Option<Entry<'a>>, TableError> {
         let keep_until = keep_until.min(MAX_STAMP);
         match self.remembered(key) {
             Hint::Found(entry) => {
-                if let Some(entry) = self.keep(entry, now, keep_until) {
+                if let Some(entry) = self.extend(entry, now, keep_until, extension) {
                     return Ok(Some(entry));
                 }
             }
@@ -916,7 +945,7 @@ impl<'a> Table<'a> {
             let Some(entry) = self.lookup(&key, Absence::Note) else {
                 return Ok(None);
             };
-            if let Some(entry) = self.keep(entry, now, keep_until) {
+            if let Some(entry) = self.extend(entry, now, keep_until, extension) {
                 return Ok(Some(entry));
             }
         }
@@ -950,12 +979,20 @@ impl<'a> Table<'a> {
     /// per 1/16 of its TTL (per 2 seconds at most), not one per write, and a slot is reusable
     /// at most max(1, TTL / 16) seconds after its data expired.
     fn keep(&self, entry: Entry<'a>, now: u64, keep_until: u64) -> Option<Entry<'a>> {
+        self.extend(entry, now, keep_until, Extension::WithMargin)
+    }
+
+    /// `keep`, with the margin `extension` says.
+    fn extend(&self, entry: Entry<'a>, now: u64, keep_until: u64, extension: Extension) -> Option<Entry<'a>> {
         let mut tag = entry.tag;
         loop {
             if tag.stamp() >= keep_until {
                 return Some(Entry { tag, ..entry });
             }
-            let extended = keep_until.saturating_add((keep_until.saturating_sub(now) / 16).max(1));
+            let extended = match extension {
+                Extension::WithMargin => keep_until.saturating_add((keep_until.saturating_sub(now) / 16).max(1)),
+                Extension::Exact => keep_until,
+            };
             let new = Tag::new(State::Live, tag.generation(), extended);
             // AcqRel on success: the extension is ordered before the writes that rely on it;
             // Acquire on failure: the tag read is then used as the new expected value.

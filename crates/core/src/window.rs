@@ -325,17 +325,21 @@ impl CountWord {
 
 /// A value with an expiry, as two words of a slot: `[generation: 8][value: 56, signed]` and
 /// `[generation: 8][expires_at: 56]` (seconds since the epoch, at most 2^55 - 1; 0, or a word
-/// with bit 55 set, = absent). A claim sets them to [`timed::empty_value`] and
+/// with bit 55 set, = absent). A claim, and a clear, set them to [`timed::empty_value`] and
 /// [`timed::empty_expiry`]: absent, with the claim's generation in the spare bits, so that they
 /// are unique to the claim.
 ///
-/// The two words are written expiry first and read value first, each with its own
-/// compare-and-swap: a reader can see a new expiry with the previous value, never a new value
-/// with an expiry that has already passed.
+/// The two words are written value first and read expiry first, each with its own
+/// compare-and-swap: a reader can see a new value with the previous expiry, never a new expiry
+/// with the previous value. A clear empties the expiry first. Since a save and a clear racing
+/// can still leave a live expiry over an emptied value, the empty value is one no save writes
+/// (the lowest 2^32 values of the 56 bits, below [`timed::MIN_VALUE`]), and a reader takes a
+/// value that was not written for absent, whatever the expiry says.
 pub mod timed {
     pub const VALUE_BITS: u32 = 56;
     const PAYLOAD_MASK: u64 = (1 << VALUE_BITS) - 1;
-    pub const MIN_VALUE: i64 = -(1 << (VALUE_BITS - 1));
+    /// The lowest value a save may write: the 2^32 below it are the empty values of claims.
+    pub const MIN_VALUE: i64 = -(1 << (VALUE_BITS - 1)) + (1 << 32);
     pub const MAX_VALUE: i64 = (1 << (VALUE_BITS - 1)) - 1;
 
     pub fn generation(word: u64) -> u8 {
@@ -355,8 +359,18 @@ pub mod timed {
     /// Bit of an expiry word that marks it absent.
     const ABSENT: u64 = 1 << 55;
 
+    /// Bit of a value word's payload that, with none of bits 32 to 54, marks it empty: the
+    /// 56-bit values from -2^55 to -2^55 + 2^32 - 1, below [`MIN_VALUE`].
+    const EMPTY_VALUE: u64 = 1 << (VALUE_BITS - 1);
+
     pub fn empty_value(generation: u32) -> u64 {
-        (super::generation_byte(generation) as u64) << 56 | generation as u64
+        (super::generation_byte(generation) as u64) << 56 | EMPTY_VALUE | generation as u64
+    }
+
+    /// Whether value word `word` holds a value a save wrote, not a claim's or a clear's empty
+    /// value.
+    pub fn is_written(word: u64) -> bool {
+        (word & PAYLOAD_MASK) >> 32 != EMPTY_VALUE >> 32
     }
 
     pub fn empty_expiry(generation: u32) -> u64 {
@@ -576,12 +590,18 @@ mod tests {
         for value in [0, 1, -1, 1_700_000_000, timed::MIN_VALUE, timed::MAX_VALUE] {
             let word = timed::encode_value(200, value);
             assert_eq!((timed::decode_value(word), timed::generation(word)), (value, 200));
+            assert!(timed::is_written(word), "{value} is a written value");
         }
         let expiry = timed::encode_expiry(9, u64::MAX);
         assert_eq!(timed::decode_expiry(expiry), (1 << 55) - 1);
         assert_eq!(timed::decode_expiry(timed::empty_expiry(9)), 0, "a claim's empty expiry is absent");
         assert_ne!(timed::empty_expiry(9), timed::empty_expiry(9 + 256));
         assert_ne!(timed::empty_value(9), timed::empty_value(9 + 256));
+        for generation in [0, 6, 9 + 256, (1 << 22) - 1, u32::MAX] {
+            let empty = timed::empty_value(generation);
+            assert!(!timed::is_written(empty), "a claim's empty value is not a written one");
+            assert!(timed::decode_value(empty) < timed::MIN_VALUE, "no save writes an empty value");
+        }
         assert!(timed::alive(100, 100));
         assert!(!timed::alive(100, 101));
         assert!(!timed::alive(0, 0), "an expiry of 0 means no value");
