@@ -1,23 +1,37 @@
 #!/usr/bin/env bash
-# The fleet sidecar's own cost: for 1, 100 and 10,000 services stored on each of two hosts
-# (two segment files, one redis-server on the loopback), the Redis round trips of one sync and
-# its time and CPU, as the sidecar reports them (`--syncs`): the first sync, which publishes
-# every counter, and a steady one, when nothing changed; then Redis's memory per service and
-# host (MEMORY USAGE of the services' hashes), for a service whose counters have events in 1
-# bucket, and in each of 60.
+# Fleet mode's cost, by the number of hosts: for 2, 10, 30 and 100 hosts (HOSTS to choose), each
+# counting the same 1,000 services (SERVICES) with events in 10 buckets, what one host's syncs
+# cost the sidecar and Redis (a redis-server on the loopback, started and stopped here).
 #
-#   bash benches/fleet.sh            # SERVICES="1 100 10000" to choose
+# The other hosts' data is published by one `ganesha-shm-fleet --syncs 1` run each, on a copy of
+# a filled segment given an id of its own (a copy is otherwise the same host). Then one host,
+# on a copy of its own, runs three syncs, 3 s apart:
+#   first   its first sync: publishes every bucket and reads every sum;
+#   steady  nothing new anywhere;
+#   busy    after a new failure and a new success of every service on this host, in the
+#           current bucket;
+# and, in a sidecar of its own, a fourth:
+#   fleet   after another host changed every service too: every sum is read again (what every
+#           sync costs when the whole fleet is busy).
+# For each: the sidecar's CPU (its own report), Redis's CPU (INFO cpu, before and after), the
+# bytes Redis sent, and the fleet's load on Redis at a 1 s interval: Redis's CPU per host sync
+# times the hosts. Then Redis's memory per service and host (INFO used_memory after the fill).
 #
-# Builds the extension and the sidecar; needs redis-server and redis-cli; installs nothing.
+#   bash benches/fleet.sh            # HOSTS="2 10 30 100" SERVICES=1000
+#
+# Builds the extension and the sidecar; needs redis-server, redis-cli and Ganesha (GANESHA_DIR or
+# vendor/); installs nothing. Run it alone: it measures CPU time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 cargo build --release --quiet
-extension="$PWD/target/release/libganesha_shm.so"
-sidecar="$PWD/target/release/ganesha-shm-fleet"
+target=${CARGO_TARGET_DIR:-$PWD/target}
+extension="$target/release/libganesha_shm.so"
+sidecar="$target/release/ganesha-shm-fleet"
 for tool in redis-server redis-cli php; do
     command -v "$tool" >/dev/null || { echo "fleet bench: $tool is missing (apt-get install redis-server php-cli)" >&2; exit 1; }
 done
+services=${SERVICES:-1000}
 work=$(mktemp -d /tmp/ganesha-shm-fleet-bench.XXXXXX)
 port=$(php -r '$s = stream_socket_server("tcp://127.0.0.1:0"); $n = stream_socket_get_name($s, false); echo substr($n, strrpos($n, ":") + 1);')
 redis-server --bind 127.0.0.1 --port "$port" --save "" --appendonly no --dir "$work" --daemonize no \
@@ -27,63 +41,110 @@ trap 'kill "$redis_pid" 2>/dev/null; wait "$redis_pid" 2>/dev/null; rm -rf "$wor
 until [ "$(redis-cli -p "$port" ping 2>/dev/null)" = PONG ]; do sleep 0.05; done
 cli() { redis-cli -p "$port" "$@"; }
 
-# Fills the fleet-mode segment $1 with $2 services: each gets a failure and a success in each of
-# its last $3 one-second buckets (a window of 60 s), so that two of its three counters hold events.
-fill() {
+# PHP in fleet mode on segment $1: with "fill", each of the services gets a failure and a success
+# in each of its last 10 one-second buckets (a window of 60 s); with "busy", one more of each now.
+php_on() {
     php -n -d "extension=$extension" -d "ganesha_shm.path=$1" -d ganesha_shm.fleet=1 \
-        -d "ganesha_shm.max_services=$(($2 + 16))" -r '
-        [, $root, $services, $buckets] = $argv;
+        -d "ganesha_shm.max_services=$((services + 16))" -r '
+        [, $root, $services, $what] = $argv;
         if ((require $root . "/tests/autoload.php") !== null) { fwrite(STDERR, "fleet bench: Ganesha is missing (GANESHA_DIR)\n"); exit(1); }
         $now = time();
         $time = $now;
         $adapter = new Zeusi\GaneshaShmAdapter\SlidingTimeWindowShm(1, function () use (&$time) { return $time; });
         Ackintosh\Ganesha\Builder::withRateStrategy()->adapter($adapter)->timeWindow(60)->failureRateThreshold(50)
             ->minimumRequests(10)->intervalToHalfOpen(5)->build();
+        $buckets = $what === "fill" ? 10 : 1;
         for ($s = 0; $s < $services; ++$s) {
             for ($b = $buckets - 1; $b >= 0; --$b) {
                 $time = $now - $b;
                 $adapter->increment("ganesha_service$s" . "_failure");
                 $adapter->increment("ganesha_service$s" . "_success");
             }
-        }' "$PWD" "$2" "$3"
+        }' "$PWD" "$services" "$2"
 }
 
-# Runs three syncs of host $2 on segment $1: the first publishes everything, the next two find
-# nothing changed. Prints the sidecar's report lines.
-syncs() {
-    "$sidecar" --segment "$1" --redis "redis://127.0.0.1:$port" --fleet bench --host "$2" --interval-ms 200 \
-        --syncs 3 2>>"$work/sidecar.log"
+# A copy of the filled segment as another host: the same counts, an id of its own (the header's
+# word 16, see crates/core/src/segment.rs).
+copy_as_new_host() {
+    cp "$work/filled.segment" "$1"
+    head -c 8 /dev/urandom | dd of="$1" bs=8 seek=16 conv=notrunc status=none
 }
 
-echo "Fleet sidecar: one sync of a host, with a second host's services in Redis too"
+redis_cpu() { cli info cpu | awk -F: '/^used_cpu_(sys|user):/ { sum += $2 } END { printf "%.6f", sum }'; }
+redis_sent() { cli info stats | awk -F: '/^total_net_output_bytes:/ { print $2 + 0 }'; }
+
+# One row: label, hosts, the sidecar's report line, Redis CPU (s) and bytes sent during the sync.
+row() {
+    local label=$1 hosts=$2 line=$3 cpu=$4 bytes=$5
+    local sidecar_cpu redis_ms
+    sidecar_cpu=$(sed -nE 's/.*, ([0-9.]+) ms of CPU$/\1/p' <<<"$line")
+    redis_ms=$(awk -v c="$cpu" 'BEGIN { printf "%.1f", c * 1000 }')
+    printf '| %s | %s | %s ms | %s ms | %s | %s %% |\n' "$hosts" "$label" "$sidecar_cpu" "$redis_ms" "$bytes" \
+        "$(awk -v c="$cpu" -v h="$hosts" 'BEGIN { printf "%.0f", c * h * 100 }')"
+}
+
+php_on "$work/filled.segment" fill
+echo "Fleet sidecar: one host's syncs, $services services counted by every host, events in 10 buckets (one redis-server, loopback)"
 echo
-echo "| services a host | sync | round trips | published | services read | written | time | CPU |"
-echo "|---|---|---|---|---|---|---|---|"
-for services in ${SERVICES:-1 100 10000}; do
+echo "| hosts | sync | sidecar CPU | Redis CPU | bytes Redis sent | the fleet's Redis load at 1 s |"
+echo "|---|---|---|---|---|---|"
+memory_rows=()
+for hosts in ${HOSTS:-2 10 30 100}; do
     cli flushall >/dev/null
-    rm -f "$work"/*.segment
-    fill "$work/a.segment" "$services" 1
-    fill "$work/b.segment" "$services" 1
-    syncs "$work/b.segment" b >/dev/null
-    syncs "$work/a.segment" a | sed -E 's/^sync ([0-9]+): ([0-9]+) round trips, ([0-9]+) published, [0-9]+ republished, ([0-9]+) services, [0-9]+ hosts, ([0-9]+) written, ([0-9.]+) ms, ([0-9.]+) ms of CPU$/| '"$services"' | \1 | \2 | \3 | \4 | \5 | \6 ms | \7 ms |/'
+    empty=$(cli info memory | awk -F: '/^used_memory:/ { print $2 + 0 }')
+    for ((i = 1; i < hosts; ++i)); do
+        copy_as_new_host "$work/other.segment"
+        "$sidecar" --segment "$work/other.segment" --redis "redis://127.0.0.1:$port" --fleet bench --host "other$i" \
+            --interval-ms 100 --syncs 1 >/dev/null 2>>"$work/sidecar.log"
+    done
+    filled=$(cli info memory | awk -F: '/^used_memory:/ { print $2 + 0 }')
+    if ((hosts > 1)); then
+        memory_rows+=("| $hosts | $(((filled - empty) / ((hosts - 1) * services))) |")
+    fi
+
+    copy_as_new_host "$work/host.segment"
+    # Three syncs 3 s apart; Redis's counters are read as each sync's line comes, and the
+    # busy step runs right after the steady sync.
+    n=0
+    cpu=$(redis_cpu)
+    sent=$(redis_sent)
+    while IFS= read -r line; do
+        n=$((n + 1))
+        cpu_after=$(redis_cpu)
+        sent_after=$(redis_sent)
+        case $n in
+            1) row first "$hosts" "$line" "$(awk -v a="$cpu_after" -v b="$cpu" 'BEGIN { print a - b }')" $((sent_after - sent)) ;;
+            2) row steady "$hosts" "$line" "$(awk -v a="$cpu_after" -v b="$cpu" 'BEGIN { print a - b }')" $((sent_after - sent))
+               php_on "$work/host.segment" busy ;;
+            3) row busy "$hosts" "$line" "$(awk -v a="$cpu_after" -v b="$cpu" 'BEGIN { print a - b }')" $((sent_after - sent)) ;;
+        esac
+        cpu=$(redis_cpu)
+        sent=$(redis_sent)
+    done < <("$sidecar" --segment "$work/host.segment" --redis "redis://127.0.0.1:$port" --fleet bench --host measured \
+        --interval-ms 3000 --syncs 3 2>>"$work/sidecar.log")
+
+    # The whole fleet busy: another host changes every service, then this host syncs again.
+    if ((hosts > 1)); then
+        n=0
+        while IFS= read -r line; do
+            n=$((n + 1))
+            if ((n == 1)); then
+                php_on "$work/other.segment" busy
+                "$sidecar" --segment "$work/other.segment" --redis "redis://127.0.0.1:$port" --fleet bench --host other \
+                    --interval-ms 100 --syncs 1 >/dev/null 2>>"$work/sidecar.log"
+                cpu=$(redis_cpu)
+                sent=$(redis_sent)
+            else
+                row fleet "$hosts" "$line" "$(awk -v a="$(redis_cpu)" -v b="$cpu" 'BEGIN { print a - b }')" $(($(redis_sent) - sent))
+            fi
+        done < <("$sidecar" --segment "$work/host.segment" --redis "redis://127.0.0.1:$port" --fleet bench --host measured \
+            --interval-ms 3000 --syncs 2 2>>"$work/sidecar.log")
+    fi
 done
 
 echo
-echo "Redis's memory per service and host (MEMORY USAGE of the service's hash, 1,000 services, 2 hosts)"
+echo "Redis's memory per service and host (INFO used_memory after the other hosts published, $services services, events in 10 buckets)"
 echo
-echo "| events of a counter in | bytes per service and host |"
+echo "| hosts | bytes per service and host |"
 echo "|---|---|"
-for buckets in 1 60; do
-    cli flushall >/dev/null
-    rm -f "$work"/*.segment
-    fill "$work/a.segment" 1000 "$buckets"
-    fill "$work/b.segment" 1000 "$buckets"
-    syncs "$work/a.segment" a >/dev/null
-    syncs "$work/b.segment" b >/dev/null
-    total=0
-    while read -r key; do
-        total=$((total + $(cli memory usage "$key" samples 0)))
-    done < <(cli --scan --pattern 'ganesha-shm:{bench:*')
-    index=$(cli memory usage ganesha-shm:bench:services samples 0)
-    printf '| %s bucket(s) | %d (the index: %d more per service) |\n' "$buckets" $((total / 2000)) $((index / 1000))
-done
+printf '%s\n' "${memory_rows[@]}"

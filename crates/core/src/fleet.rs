@@ -1,25 +1,39 @@
 //! Fleet mode: what the hosts of a fleet share through Redis, and how a host's segment holds
 //! it. The sidecar (`ganesha-shm-fleet`) runs the sync; this module is what the sidecar and the
-//! extension must agree on.
+//! extension must agree on, and how the fleet's data is named in Redis.
 //!
-//! * Each host publishes its counters' own buckets ([`Published`]), one Redis hash per service
-//!   ([`redis_key`]), one field per host and counter ([`field`]).
-//! * Each host's sidecar sums what the *other* hosts published, bucket by bucket ([`merge`]),
-//!   into the fleet ring of its own counter slots (`Store::write_fleet_buckets`), then records
-//!   the sync in the header ([`SyncState`]).
+//! * A host is its segment: a random id drawn when the segment file was made
+//!   (`Segment::fleet_host_id`), whatever the sidecar's `--host` label says.
+//! * A bucket is named by its start (unix seconds, on the clock of the host that counted it) and
+//!   its duration, never by a ring position: hosts with other windows, and hosts whose clocks
+//!   differ, never write over each other's buckets.
+//! * Redis keeps, per service, the fleet's sum of each bucket ([`sums_key`]) beside each host's
+//!   own counts ([`host_key`]), maintained on the server by one script that sets a host's count
+//!   and moves the sum by the difference, so that a write repeated or retried changes nothing.
+//!   A host reads the sums of the services it counts, and only when they changed, and takes
+//!   off what it published itself: a sync costs the same whatever the number of hosts.
+//! * The sidecar writes the other hosts' counts into the fleet ring of this host's counter
+//!   slots (`Store::write_fleet_buckets`), then records the sync in the header ([`SyncState`]).
 //! * A load in fleet mode adds the fleet ring to its own only while the last sync is at most two
 //!   intervals old ([`SyncState::is_fresh`]); otherwise the host decides on its own counts.
-//!
-//! Buckets travel as (ring position, lap, count), never as times: a bucket's number is
-//! `time / bucket duration` on the host that counted it, and every host's loads check a lap
-//! against their own window, so the sidecar needs to know no window at all.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::window::Lap;
+/// How far apart the clocks of a fleet's hosts (and Redis's) may be, in seconds: data stamped
+/// further ahead of Redis's clock is not shared, and the fields of a bucket stay in Redis this
+/// long after every window stopped reading it, so that a host whose clock is behind still reads
+/// them as long as its window does.
+pub const CLOCK_BOUND_S: u64 = 60;
 
-/// The format of a published value; a reader skips a value of another version.
-pub const FORMAT: &str = "1";
+/// Shards of a fleet's services: the services of one shard are synced by one script call, on
+/// one Redis Cluster slot (their keys share the hash tag `{<fleet>:<shard>}`).
+pub const SHARDS: u32 = 16;
+
+/// The most a bucket's count may be: what a bucket word holds. A sum read above it is bad data.
+pub const MAX_COUNT: u64 = (1 << 28) - 1;
+
+/// What every key of this format starts with; keys of an earlier format are never read.
+const PREFIX: &str = "ganesha-shm:2:";
 
 /// What the sidecar last did, as the header keeps it: three words the sidecar writes and any
 /// process reads.
@@ -98,104 +112,119 @@ pub fn monotonic_ms() -> u64 {
     now.tv_sec as u64 * 1000 + now.tv_nsec as u64 / 1_000_000
 }
 
-/// One host's buckets of one counter, as published.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Published {
-    /// The publisher's ring length: hosts whose rings differ (another `ganesha_shm.max_buckets`)
-    /// cannot add their buckets.
-    pub ring_len: u64,
-    /// Until when the publisher keeps the counter (unix seconds): after it the value is
-    /// removed from Redis.
-    pub kept_until: u64,
-    /// `(ring position, lap, count)`.
-    pub buckets: Vec<(usize, Lap, u64)>,
+/// The shard of `service` (FNV-1a): which script call syncs it, on which Cluster slot.
+pub fn shard_of(service: &[u8]) -> u32 {
+    let hash = service.iter().fold(0x811c_9dc5_u32, |hash, &byte| (hash ^ u32::from(byte)).wrapping_mul(0x0100_0193));
+    hash % SHARDS
 }
 
-impl Published {
-    /// `"1 <ring length> <kept until> <position>:<lap>:<count> ..."`.
-    pub fn encode(&self) -> String {
-        let mut text = format!("{FORMAT} {} {}", self.ring_len, self.kept_until);
-        for (position, lap, count) in &self.buckets {
-            text.push_str(&format!(" {position}:{}:{count}", lap.number()));
-        }
-        text
-    }
-
-    /// The value `encode` made, checked: a position within the ring, a count and a lap in
-    /// their ranges. Anything else is an error naming what is wrong, never a panic.
-    pub fn decode(bytes: &[u8]) -> Result<Self, String> {
-        let text = std::str::from_utf8(bytes).map_err(|_| "not UTF-8".to_string())?;
-        let mut words = text.split(' ');
-        match words.next() {
-            Some(FORMAT) => {}
-            other => return Err(format!("format {:?}, not {FORMAT}", other.unwrap_or(""))),
-        }
-        let number = |word: Option<&str>, what: &str| -> Result<u64, String> {
-            word.and_then(|word| word.parse().ok()).ok_or_else(|| format!("no {what}"))
-        };
-        let ring_len = number(words.next(), "ring length")?;
-        if !(1..=1 << 16).contains(&ring_len) {
-            return Err(format!("ring length {ring_len} out of range"));
-        }
-        let kept_until = number(words.next(), "lifetime")?;
-        let mut buckets = Vec::new();
-        for word in words {
-            let mut parts = word.split(':');
-            let position = number(parts.next(), "bucket position")?;
-            let lap = number(parts.next(), "bucket lap")?;
-            let count = number(parts.next(), "bucket count")?;
-            if parts.next().is_some() || position >= ring_len || Lap::new(lap).number() != lap {
-                return Err(format!("bucket {word:?} out of range"));
-            }
-            buckets.push((position as usize, Lap::new(lap), count));
-        }
-        Ok(Self { ring_len, kept_until, buckets })
-    }
+/// This host's id as Redis keys and logs show it: 16 hex digits.
+pub fn host_id_text(id: u64) -> String {
+    format!("{id:016x}")
 }
 
-/// The fleet ring of one counter from what the other hosts published: at each position the
-/// newest lap any of them has there, with the sum of their counts on that lap (counts of an
-/// older lap at the same position are buckets that left every window long ago).
-pub fn merge<'p>(ring_len: usize, published: impl IntoIterator<Item = &'p Published>) -> Vec<Option<(Lap, u64)>> {
-    let mut ring: Vec<Option<(Lap, u64)>> = vec![None; ring_len];
-    for value in published {
-        if value.ring_len != ring_len as u64 {
-            continue;
-        }
-        for &(position, lap, count) in &value.buckets {
-            let slot = &mut ring[position];
-            *slot = match *slot {
-                Some((newest, sum)) if newest == lap => Some((lap, sum.saturating_add(count))),
-                Some((newest, sum)) if !lap.is_after(newest) => Some((newest, sum)),
-                _ => Some((lap, count)),
-            };
-        }
-    }
-    ring
+/// The hash tag of a shard: `{<fleet>:<shard>}`, so that a shard's keys are on one node.
+fn shard_tag(fleet: &str, shard: u32) -> String {
+    format!("{PREFIX}{{{fleet}:{shard}}}")
 }
 
-/// The Redis key of the hash holding every host's buckets of one service:
-/// `ganesha-shm:{<fleet>:<service>}`. The braces are Redis Cluster's hash tag: every key of a
-/// service is on one node.
-pub fn redis_key(fleet: &str, service: &[u8]) -> Vec<u8> {
-    [b"ganesha-shm:{", fleet.as_bytes(), b":", service, b"}"].concat()
+/// The keys of a shard the sync script keeps: its version (a counter moved by every sync
+/// that changes a sum of the shard, so that a host finds in one read that nobody changed
+/// anything), its changes (a sorted set of the services, each scored with the version that
+/// last changed it, so that a host reads only what changed), and its hosts (a set of the ids
+/// of the hosts that published in it, for recounting a sum found wrong).
+pub fn shard_keys(fleet: &str, shard: u32) -> [Vec<u8>; 3] {
+    let tag = shard_tag(fleet, shard);
+    [format!("{tag}:v"), format!("{tag}:c"), format!("{tag}:hosts")].map(String::into_bytes)
 }
 
-/// The Redis key of the fleet's index of services: a sorted set of service names, each scored
-/// with the unix time until which some host keeps it.
-pub fn index_key(fleet: &str) -> Vec<u8> {
-    format!("ganesha-shm:{fleet}:services").into_bytes()
+/// The fleet's sums of one service's buckets: a hash of [`bucket_field`]s, and `v`, the
+/// version of the sums, moved by every change of one.
+pub fn sums_key(fleet: &str, service: &[u8]) -> Vec<u8> {
+    [sums_key_prefix(fleet, shard_of(service)), service.to_vec()].concat()
 }
 
-/// The hash field of one host's counter: `<host> <counter key>` (a host name has no space).
-pub fn field(host: &str, key: &[u8]) -> Vec<u8> {
-    [host.as_bytes(), b" ", key].concat()
+/// What the sums keys of a shard are called, but the service.
+pub fn sums_key_prefix(fleet: &str, shard: u32) -> Vec<u8> {
+    format!("{}:s:", shard_tag(fleet, shard)).into_bytes()
 }
 
-/// The host and counter key of a field.
-pub fn parse_field(field: &[u8]) -> Option<(&[u8], &[u8])> {
-    let space = field.iter().position(|&byte| byte == b' ')?;
-    Some((&field[..space], &field[space + 1..]))
+/// What the hosts' keys of a shard are called, but the host's id.
+pub fn host_key_prefix(fleet: &str, shard: u32) -> Vec<u8> {
+    format!("{}:h:", shard_tag(fleet, shard)).into_bytes()
+}
+
+/// One host's own counts of the services of one shard: a hash of `<bucket field>:<service>`.
+pub fn host_key(fleet: &str, shard: u32, host_id: u64) -> Vec<u8> {
+    [host_key_prefix(fleet, shard), host_id_text(host_id).into_bytes()].concat()
+}
+
+/// The bucket and the service a field of a host's key names.
+pub fn parse_host_field(field: &[u8]) -> Option<(BucketName, &[u8])> {
+    let mut colons = field.iter().enumerate().filter(|(_, &byte)| byte == b':').map(|(at, _)| at);
+    let third = colons.nth(2)?;
+    Some((parse_bucket_field(&field[..third])?, &field[third + 1..]))
+}
+
+/// The fleet's live hosts: a sorted set of host ids, each scored with Redis's time of its last
+/// sync.
+pub fn hosts_key(fleet: &str) -> Vec<u8> {
+    format!("{PREFIX}{{{fleet}}}:hosts").into_bytes()
+}
+
+/// Which host last synced under the label `name`, for a short while: how two hosts given one
+/// `--host` find out.
+pub fn name_key(fleet: &str, name: &str) -> Vec<u8> {
+    format!("{PREFIX}{{{fleet}}}:name:{name}").into_bytes()
+}
+
+/// A bucket of one counter, as Redis names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct BucketName {
+    /// Seconds.
+    pub duration: u64,
+    /// The counter's place in the sidecar's `--suffixes` (0 success, 1 failure, 2 rejection).
+    pub counter: u8,
+    /// Unix seconds, on the clock of the host that counted it.
+    pub start: u64,
+}
+
+/// The hash field of a bucket: `<duration>:<counter>:<start>`.
+pub fn bucket_field(bucket: BucketName) -> String {
+    format!("{}:{}:{}", bucket.duration, bucket.counter, bucket.start)
+}
+
+/// The bucket a field names; `None` for any other field, the script's own included.
+pub fn parse_bucket_field(field: &[u8]) -> Option<BucketName> {
+    let text = std::str::from_utf8(field).ok()?;
+    let mut parts = text.split(':');
+    let number = |part: Option<&str>| -> Option<u64> {
+        let part = part?;
+        // Digits only: no sign, no spaces, no leading zero but "0", so that one bucket has one name.
+        (!part.is_empty() && part.bytes().all(|b| b.is_ascii_digit()) && (part == "0" || !part.starts_with('0')))
+            .then(|| part.parse().ok())
+            .flatten()
+    };
+    let (duration, counter, start) = (number(parts.next())?, number(parts.next())?, number(parts.next())?);
+    (parts.next().is_none() && duration > 0 && counter < 3).then_some(BucketName { duration, counter: counter as u8, start })
+}
+
+/// A count as Redis holds it: a decimal from 0 to [`MAX_COUNT`]; `None` for anything else.
+pub fn parse_count(value: &[u8]) -> Option<u64> {
+    let text = std::str::from_utf8(value).ok()?;
+    (!text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()))
+        .then(|| text.parse().ok())
+        .flatten()
+        .filter(|&count| count <= MAX_COUNT)
+}
+
+/// The counter a key is, of its service: the key without the first of `suffixes` it ends
+/// with, and that suffix's place; `None` for a key with none of them.
+pub fn counter_of<'k>(key: &'k [u8], suffixes: &[Vec<u8>]) -> Option<(&'k [u8], u8)> {
+    suffixes
+        .iter()
+        .enumerate()
+        .find_map(|(index, suffix)| key.strip_suffix(&suffix[..]).map(|service| (service, index as u8)))
 }
 
 /// The service a counter key belongs to: the key without the first of `suffixes` it ends with
@@ -214,65 +243,6 @@ pub fn valid_name(name: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn published(ring_len: u64, buckets: &[(usize, u64, u64)]) -> Published {
-        Published {
-            ring_len,
-            kept_until: 1_000,
-            buckets: buckets.iter().map(|&(position, lap, count)| (position, Lap::new(lap), count)).collect(),
-        }
-    }
-
-    #[test]
-    fn a_published_value_decodes_to_what_was_encoded() {
-        let value = published(122, &[(0, 7, 3), (121, 1_048_575, 268_435_455)]);
-        assert_eq!(value.encode(), "1 122 1000 0:7:3 121:1048575:268435455");
-        assert_eq!(Published::decode(value.encode().as_bytes()), Ok(value));
-        assert_eq!(Published::decode(b"1 3 5"), Ok(published(3, &[])).map(|p| Published { kept_until: 5, ..p }));
-    }
-
-    #[test]
-    fn a_bad_value_is_an_error_never_a_panic() {
-        for bad in [
-            &b""[..],
-            b"2 3 5",
-            b"1",
-            b"1 0 5",
-            b"1 3",
-            b"1 3 5 3:1:1",
-            b"1 3 5 0:1048576:1",
-            b"1 3 5 0:1",
-            b"1 3 5 0:1:1:1",
-            b"1 3 5 0:1:-1",
-            b"1 3 5  0:1:1",
-            b"\xff",
-            b"1 99999999999999999999 5",
-        ] {
-            assert!(Published::decode(bad).is_err(), "{:?}", String::from_utf8_lossy(bad));
-        }
-    }
-
-    #[test]
-    fn merging_sums_the_newest_lap_at_each_position() {
-        let a = published(4, &[(0, 5, 2), (1, 5, 1), (2, 4, 9)]);
-        let b = published(4, &[(0, 5, 3), (1, 4, 100), (2, 5, 1)]);
-        let other_ring = published(5, &[(3, 5, 1_000)]);
-        let ring = merge(4, [&a, &b, &other_ring]);
-        assert_eq!(
-            ring,
-            vec![Some((Lap::new(5), 5)), Some((Lap::new(5), 1)), Some((Lap::new(5), 1)), None],
-            "position 1 and 2: lap 4 is older than lap 5, whichever came first; a ring of 5 is left out"
-        );
-    }
-
-    #[test]
-    fn laps_compare_as_serial_numbers_across_the_wrap() {
-        assert!(Lap::new(0).is_after(Lap::new(1_048_575)));
-        assert!(!Lap::new(1_048_575).is_after(Lap::new(0)));
-        assert!(!Lap::new(7).is_after(Lap::new(7)));
-        let ring = merge(1, [&published(1, &[(0, 1_048_575, 1)]), &published(1, &[(0, 0, 2)])]);
-        assert_eq!(ring, vec![Some((Lap::new(0), 2))]);
-    }
 
     #[test]
     fn a_sync_is_fresh_for_two_intervals() {
@@ -293,16 +263,72 @@ mod tests {
     }
 
     #[test]
+    fn a_bucket_field_parses_to_what_was_written_and_nothing_else_parses() {
+        let bucket = BucketName { duration: 2, counter: 1, start: 1_800_000_000 };
+        assert_eq!(bucket_field(bucket), "2:1:1800000000");
+        assert_eq!(parse_bucket_field(bucket_field(bucket).as_bytes()), Some(bucket));
+        for bad in [
+            &b""[..],
+            b"v",
+            b"c",
+            b"x:2:1800000000",
+            b"0:1:5",
+            b"2:3:5",
+            b"2:1",
+            b"2:1:5:6",
+            b"2:1:-5",
+            b"2:1:05",
+            b"2:1: 5",
+            b"2:1:99999999999999999999",
+            b"\xff",
+        ] {
+            assert_eq!(parse_bucket_field(bad), None, "{:?}", String::from_utf8_lossy(bad));
+        }
+    }
+
+    #[test]
+    fn a_count_out_of_range_or_not_a_number_is_none() {
+        assert_eq!(parse_count(b"0"), Some(0));
+        assert_eq!(parse_count(b"42"), Some(42));
+        assert_eq!(parse_count(MAX_COUNT.to_string().as_bytes()), Some(MAX_COUNT));
+        for bad in [&b""[..], b"-1", b"1.5", b"1e3", b" 1", b"abc"] {
+            assert_eq!(parse_count(bad), None, "{:?}", String::from_utf8_lossy(bad));
+        }
+        assert_eq!(parse_count((MAX_COUNT + 1).to_string().as_bytes()), None);
+    }
+
+    #[test]
+    fn a_services_keys_share_one_hash_tag_and_name_the_host_by_its_id() {
+        let service = b"ganesha_db";
+        let shard = shard_of(service);
+        let tag = format!("ganesha-shm:2:{{shop:{shard}}}");
+        assert_eq!(sums_key("shop", service), format!("{tag}:s:ganesha_db").into_bytes());
+        assert_eq!(shard_keys("shop", shard), [format!("{tag}:v"), format!("{tag}:c"), format!("{tag}:hosts")].map(String::into_bytes));
+        assert_eq!(host_key("shop", shard, 0xab), format!("{tag}:h:00000000000000ab").into_bytes());
+        assert!(host_key("shop", shard, 7).starts_with(&host_key_prefix("shop", shard)));
+        assert_eq!(hosts_key("shop"), b"ganesha-shm:2:{shop}:hosts");
+        assert_eq!(name_key("shop", "web1"), b"ganesha-shm:2:{shop}:name:web1");
+        let shards: std::collections::BTreeSet<u32> = (0..200).map(|i| shard_of(format!("s{i}").as_bytes())).collect();
+        assert_eq!(shards.len(), SHARDS as usize, "services spread over every shard");
+    }
+
+    #[test]
+    fn a_host_field_names_its_bucket_and_service() {
+        let bucket = BucketName { duration: 1, counter: 2, start: 1_800_000_000 };
+        let field = format!("{}:svc:with:colons", bucket_field(bucket));
+        assert_eq!(parse_host_field(field.as_bytes()), Some((bucket, &b"svc:with:colons"[..])));
+        assert_eq!(parse_host_field(b"1:2:3:"), Some((BucketName { duration: 1, counter: 2, start: 3 }, &b""[..])));
+        assert_eq!(parse_host_field(b"1:2:3"), None);
+        assert_eq!(parse_host_field(b"1:9:3:svc"), None);
+    }
+
+    #[test]
     fn keys_fields_and_services() {
-        assert_eq!(redis_key("shop", b"ganesha_db"), b"ganesha-shm:{shop:ganesha_db}");
-        assert_eq!(
-            parse_field(&field("web1", b"ganesha_db_failure")),
-            Some((&b"web1"[..], &b"ganesha_db_failure"[..]))
-        );
-        assert_eq!(parse_field(b"nospace"), None);
-        let suffixes = [b"_success".to_vec(), b"_failure".to_vec()];
+        let suffixes = [b"_success".to_vec(), b"_failure".to_vec(), b"_rejection".to_vec()];
         assert_eq!(service_of(b"ganesha_db_failure", &suffixes), b"ganesha_db");
         assert_eq!(service_of(b"other", &suffixes), b"other");
+        assert_eq!(counter_of(b"ganesha_db_rejection", &suffixes), Some((&b"ganesha_db"[..], 2)));
+        assert_eq!(counter_of(b"ganesha_db_status", &suffixes), None);
         assert!(valid_name("web-1.eu_west") && !valid_name("") && !valid_name("a b") && !valid_name(&"x".repeat(65)));
     }
 }

@@ -53,8 +53,11 @@ mod header {
     pub const FLEET: usize = 12;
     /// The [`super::FLEET_WORDS`] words the fleet sidecar writes (see `fleet`).
     pub const FLEET_SYNC: usize = 13;
-    /// Header length; the rest of the first cache lines is left for later versions.
-    pub const WORDS: usize = 16;
+    /// A random number drawn when the segment is made: the fleet's name for this host, whatever
+    /// the sidecar calls it (see [`super::Segment::fleet_host_id`]).
+    pub const FLEET_HOST_ID: usize = 16;
+    /// Header length, three cache lines; the rest is left for later versions.
+    pub const WORDS: usize = 24;
 }
 
 /// Statistics words the header keeps for the layers above.
@@ -265,7 +268,7 @@ impl fmt::Display for HeaderError {
 }
 
 /// The words of a new segment's header.
-fn header_words(layout: &Regions, hash_seed: u64, pid_namespace: u64) -> [u64; header::WORDS] {
+fn header_words(layout: &Regions, hash_seed: u64, pid_namespace: u64, fleet_host_id: u64) -> [u64; header::WORDS] {
     let mut words = [0; header::WORDS];
     words[header::MAGIC] = MAGIC;
     words[header::LAYOUT_VERSION] = LAYOUT_VERSION;
@@ -277,6 +280,7 @@ fn header_words(layout: &Regions, hash_seed: u64, pid_namespace: u64) -> [u64; h
     words[header::PID_NAMESPACE] = pid_namespace;
     words[header::MAX_BUCKETS] = layout.settings.max_buckets;
     words[header::FLEET] = layout.settings.fleet as u64;
+    words[header::FLEET_HOST_ID] = fleet_host_id;
     words
 }
 
@@ -671,7 +675,8 @@ impl Segment {
     }
 
     fn write_header(&self) {
-        let words = header_words(&self.layout, random_seed(), pid_namespace());
+        // Two draws: the host id is published to Redis, the hash seed must stay unknown.
+        let words = header_words(&self.layout, random_seed(), pid_namespace(), random_seed());
         for (index, value) in words.into_iter().enumerate() {
             // Relaxed: the segment is being created by the only process that maps it. Others
             // get it through fork, or through `link` and `open` for a file: both order these
@@ -711,6 +716,14 @@ impl Segment {
     /// The [`STATS_WORDS`] statistics words, which any process may add to.
     pub fn stats_words(&self) -> &[AtomicU64] {
         &self.words()[header::STATS..header::STATS + STATS_WORDS]
+    }
+
+    /// This host's id in the fleet: drawn at random when the segment was made, so that it
+    /// names the segment, not the machine or the sidecar's `--host` (which two hosts may share,
+    /// and which a restarted sidecar may change).
+    pub fn fleet_host_id(&self) -> u64 {
+        // Relaxed: written once, before the segment is shared.
+        self.header_word(header::FLEET_HOST_ID).load(Ordering::Relaxed)
     }
 
     /// The [`FLEET_WORDS`] words of the fleet sidecar's state: the sidecar writes them, any
@@ -1458,7 +1471,7 @@ pub(crate) mod tests {
     #[test]
     fn a_valid_header_parses_to_its_layout() {
         let layout = regions(settings(3));
-        let bytes: Vec<u8> = header_words(&layout, 1, 2).iter().flat_map(|w| w.to_ne_bytes()).collect();
+        let bytes: Vec<u8> = header_words(&layout, 1, 2, 3).iter().flat_map(|w| w.to_ne_bytes()).collect();
         assert_eq!(parse_header(&bytes, regions), Ok(layout));
         assert_eq!(
             parse_header(&bytes[..HEADER_BYTES - 1], regions),
@@ -1503,7 +1516,7 @@ pub(crate) mod tests {
                 length in 0usize..200,
             ) {
                 let mut bytes = if over_header {
-                    header_bytes(&header_words(&regions(Settings { max_services, ..settings(1) }), 1, 2))
+                    header_bytes(&header_words(&regions(Settings { max_services, ..settings(1) }), 1, 2, 3))
                 } else {
                     vec![0; 0]
                 };
@@ -1530,7 +1543,7 @@ pub(crate) mod tests {
                 value in prop_oneof![any::<u64>(), 0u64..10_000_000],
             ) {
                 let layout = regions(Settings { max_services, max_key_length, max_buckets, fleet: false });
-                let mut words = header_words(&layout, 7, 9);
+                let mut words = header_words(&layout, 7, 9, 11);
                 words[index] = value;
                 match parse_header(&header_bytes(&words), regions) {
                     Ok(parsed) => {

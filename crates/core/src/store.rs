@@ -42,9 +42,47 @@ const CALM_DOWNS: usize = 3;
 /// Payload words of a counter slot: the last failure time (value, expiry), the Count
 /// strategy's counter, two totals, then the ring of buckets; in fleet mode, then a second ring
 /// of the same buckets holding the counts the fleet's other hosts published (written by the
-/// fleet sidecar alone).
+/// fleet sidecar alone), and the window the buckets are counted in ([`FleetWindow`]).
 pub const fn counter_payload_words(ring: Ring, fleet: bool) -> usize {
-    RING + ring.len() as usize * (1 + fleet as usize)
+    RING + ring.len() as usize * (1 + fleet as usize) + fleet as usize
+}
+
+/// The window a counter's buckets are counted in, as fleet mode keeps it in the counter's
+/// last payload word, so that the sidecar can name each bucket by its start time and
+/// duration: the ring alone says neither. Written by the adapter when a count renews the slot
+/// (so within 1/16 of the slot's lifetime of a change of window), and by the sidecar for the
+/// counters it creates. The word has a bucket word's shape, the claim's generation on top: the
+/// window's bucket count in the lap's bits, the bucket duration in the count's; the empty
+/// word a claim leaves, a duration of 0, is no window.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FleetWindow {
+    pub bucket_duration: u64,
+    pub window_buckets: u64,
+}
+
+impl FleetWindow {
+    pub fn of(window: &Window) -> Self {
+        Self { bucket_duration: window.bucket_duration(), window_buckets: window.window_buckets() }
+    }
+
+    fn word(self, generation: u16) -> u64 {
+        BucketWord::holding(generation, Lap::new(self.window_buckets), self.bucket_duration).0
+    }
+
+    fn read(word: u64) -> Option<Self> {
+        let word = BucketWord(word);
+        (word.count() > 0).then(|| Self { bucket_duration: word.count(), window_buckets: word.lap().number() })
+    }
+
+    /// The bucket number of `now`.
+    pub fn bucket_at(self, now: u64) -> u64 {
+        now / self.bucket_duration
+    }
+
+    /// Seconds a bucket is read by a window after it started: the window and the bucket.
+    pub fn lifetime(self) -> u64 {
+        (self.window_buckets + 1).saturating_mul(self.bucket_duration)
+    }
 }
 
 /// Payload words of a status slot: the status (value, expiry), two totals.
@@ -187,15 +225,15 @@ pub struct Store<'a> {
     fleet_ring: Option<usize>,
 }
 
-/// A counter's own buckets, as the fleet sidecar publishes them: each non-empty word of its
-/// ring, by position, whatever its lap (the readers' windows judge which are current).
+/// A counter's own buckets, as the fleet sidecar publishes them.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OwnBuckets {
     pub key: Vec<u8>,
-    /// Until when the slot is kept (the data's lifetime, on this host's clock).
-    pub kept_until: u64,
-    /// `(ring position, lap, count)`, by position.
-    pub buckets: Vec<(usize, Lap, u64)>,
+    /// The window its buckets are counted in.
+    pub window: FleetWindow,
+    /// `(bucket start, count)` of each bucket with events from the oldest a window may still
+    /// read to the next, oldest first (unix seconds, on this host's clock).
+    pub buckets: Vec<(u64, u64)>,
 }
 
 impl<'a> Store<'a> {
@@ -334,6 +372,11 @@ impl<'a> Store<'a> {
         }))
     }
 
+    /// Buckets in every counter's ring.
+    pub fn ring_len(&self) -> usize {
+        self.ring.len() as usize
+    }
+
     /// Whether the counters keep the fleet's ring (fleet mode).
     #[inline]
     pub fn has_fleet(&self) -> bool {
@@ -368,57 +411,96 @@ impl<'a> Store<'a> {
         }))
     }
 
-    /// Every live counter's own buckets that hold events (fleet mode's export; the Count
-    /// strategy's counters, which have none, are left out).
+    /// Fleet mode: the payload word of a counter slot holding its [`FleetWindow`].
+    fn fleet_window_at(&self) -> Option<usize> {
+        self.fleet_ring.map(|fleet_ring| fleet_ring + self.ring.len() as usize)
+    }
+
+    /// Fleet mode: notes the window `key` is counted in, when a count renewed its slot
+    /// ([`Renewed`]); nothing without fleet mode, or for a key with no slot.
+    pub fn note_fleet_window(&self, key: &[u8], window: &Window) -> Result<(), StoreError> {
+        let Some(at) = self.fleet_window_at() else { return Ok(()) };
+        let Some(entry) = self.find(TableKind::Counters, key)? else { return Ok(()) };
+        note_window(&entry, at, FleetWindow::of(window));
+        Ok(())
+    }
+
+    /// Every live counter's own buckets that hold events in the buckets a window may still read,
+    /// named by their start (fleet mode's export): the counters whose window is noted, so not
+    /// the Count strategy's, which have no buckets.
     pub fn own_buckets(&self, now: u64) -> Vec<OwnBuckets> {
+        let Some(window_at) = self.fleet_window_at() else { return Vec::new() };
         self.counters
             .live_entries(now)
             .into_iter()
             .filter_map(|(key, entry)| {
                 let generation = BucketWord::generation_of(entry.generation());
-                let buckets: Vec<_> = entry.payload()[RING..RING + self.ring.len() as usize]
-                    .iter()
-                    .enumerate()
-                    .filter_map(|(index, word)| {
+                // Relaxed: validated as a whole by `is_current` below.
+                let window_word = BucketWord(entry.payload()[window_at].load(Ordering::Relaxed));
+                if window_word.generation() != generation {
+                    return None;
+                }
+                let window = FleetWindow::read(window_word.0)?;
+                let ring = &entry.payload()[RING..];
+                let buckets: Vec<_> = self
+                    .ring_range(window, now)
+                    .filter_map(|(bucket, (index, lap))| {
                         // Relaxed: validated as a whole by `is_current` below.
-                        let word = BucketWord(word.load(Ordering::Relaxed));
-                        (word.generation() == generation && word.count() > 0).then(|| (index, word.lap(), word.count()))
+                        let word = BucketWord(ring[index].load(Ordering::Relaxed));
+                        let count = if word.generation() == generation { word.count_in(lap) } else { 0 };
+                        (count > 0).then(|| (bucket * window.bucket_duration, count))
                     })
                     .collect();
-                (!buckets.is_empty() && entry.is_current()).then(|| OwnBuckets {
-                    key,
-                    kept_until: entry.kept_until(),
-                    buckets,
-                })
+                (!buckets.is_empty() && entry.is_current()).then_some(OwnBuckets { key, window, buckets })
             })
             .collect()
     }
 
-    /// Writes the counts the fleet's other hosts published for `key` into its fleet ring:
-    /// `buckets[position]` is the newest lap seen at that position with its summed count, or
-    /// `None` to leave the word as it is. Creates the key (kept until `keep_until`) when this
-    /// host has none, so that a host trips on the fleet's evidence before its own first call.
+    /// The buckets a counter's ring holds at `now` for `window`, with their ring positions,
+    /// oldest first: from the oldest a window may still read to the one after the current, as
+    /// many as the ring holds (a writer may be a bucket ahead, see `window`).
+    pub fn ring_range(&self, window: FleetWindow, now: u64) -> impl Iterator<Item = (u64, (usize, Lap))> {
+        let next = window.bucket_at(now) + 1;
+        let first = next.saturating_sub(window.window_buckets.min(self.ring.len() - 2) + 1);
+        (first..=next).zip(self.ring.positions_from(first))
+    }
+
+    /// Writes what the fleet's other hosts counted of `key` into its fleet ring:
+    /// `buckets[position]` is the bucket that position must hold with its count, or `None` to
+    /// leave the word as it is; words that hold it already are not written. Creates the key,
+    /// kept until `keep_until` and noted as counted in `window`, when `create` is true and this
+    /// host has none (a counter of a service this host counts, which has not counted itself).
     /// Does nothing without fleet mode, or when `keep_until` is not after `now`.
     pub fn write_fleet_buckets(
         &self,
         key: &[u8],
         now: u64,
         keep_until: u64,
+        window: FleetWindow,
         buckets: &[Option<(Lap, u64)>],
+        create: bool,
     ) -> Result<(), StoreError> {
-        let Some(fleet_ring) = self.fleet_ring.filter(|_| keep_until > now) else {
+        let (Some(fleet_ring), Some(window_at)) = (self.fleet_ring.filter(|_| keep_until > now), self.fleet_window_at())
+        else {
             return Ok(());
         };
         debug_assert_eq!(buckets.len(), self.ring.len() as usize);
-        self.write(TableKind::Counters, key, now, keep_until.saturating_sub(now), true, |entry| {
+        self.write(TableKind::Counters, key, now, keep_until.saturating_sub(now), create, |entry| {
             let generation = BucketWord::generation_of(entry.generation());
+            if entry.renewed_until().is_some() {
+                note_window(entry, window_at, window);
+            }
             buckets.iter().enumerate().all(|(index, bucket)| {
                 let Some((lap, count)) = *bucket else { return true };
+                let word = &entry.payload()[fleet_ring + index];
                 let next = BucketWord::holding(generation, lap, count).0;
+                // Relaxed: only whether to write; the compare-and-swap decides.
+                let current = BucketWord(word.load(Ordering::Relaxed));
+                if current.0 == next || (count == 0 && current.generation() == generation && !current.holds(lap)) {
+                    return true; // holds it already (another bucket's count reads as 0 here)
+                }
                 // False only once the slot is no longer this key's: then it is looked up again.
-                update_word(&entry.payload()[fleet_ring + index], entry, |word| {
-                    (BucketWord(word).generation() == generation).then_some(next)
-                })
+                update_word(word, entry, |word| (BucketWord(word).generation() == generation).then_some(next))
             })
         })
         .map(|_| ())
@@ -759,6 +841,15 @@ fn update_word(word: &AtomicU64, entry: &Entry<'_>, next: impl Fn(u64) -> Option
     }
 }
 
+/// Notes `window` in the fleet window word of `entry` (payload word `at`), unless it holds it.
+fn note_window(entry: &Entry<'_>, at: usize, window: FleetWindow) {
+    let generation = BucketWord::generation_of(entry.generation());
+    let next = window.word(generation);
+    update_word(&entry.payload()[at], entry, |word| {
+        (BucketWord(word).generation() == generation && word != next).then_some(next)
+    });
+}
+
 /// One more in a total word of `entry`'s claim; false when the slot is no longer its.
 fn add_one(word: &AtomicU64, entry: &Entry<'_>) -> bool {
     let generation = entry.generation();
@@ -858,9 +949,9 @@ mod tests {
     fn fleet_mode_gives_every_counter_a_second_ring() {
         let settings = Settings { max_services: 1024, max_key_length: 160, max_buckets: 120, fleet: true };
         let layout = Layout::new(settings);
-        // 1264 bytes as without fleet mode, and a ring of 122 words more
-        assert_eq!(layout.counters.slot_words() * 8, 1264 + 122 * 8);
-        assert_eq!(layout.bytes_per_service(), 10500);
+        // 1264 bytes as without fleet mode, a ring of 122 words more and the window's word
+        assert_eq!(layout.counters.slot_words() * 8, 1264 + 123 * 8);
+        assert_eq!(layout.bytes_per_service(), 10536);
     }
 
     #[test]
@@ -873,27 +964,28 @@ mod tests {
             store.increment(b"k", &window, now).unwrap();
         }
         store.increment(b"k", &window, now - 20).unwrap();
+        assert!(store.own_buckets(now).is_empty(), "no window noted: nothing to name the buckets by");
+        store.note_fleet_window(b"k", &window).unwrap();
         let own = store.own_buckets(now);
         assert_eq!(own.len(), 1);
         let ring = RING_OF_TESTS;
-        let at = |time: u64| {
-            let (position, lap) = ring.position(window.bucket_at(time));
-            (position, lap)
-        };
+        let at = |time: u64| ring.position(window.bucket_at(time));
+        let start = |time: u64| window.bucket_at(time) * 10;
+        assert_eq!(own[0].window, FleetWindow { bucket_duration: 10, window_buckets: 6 });
+        assert_eq!(
+            (own[0].key.as_slice(), own[0].buckets.clone()),
+            (&b"k"[..], vec![(start(now - 20), 1), (start(now), 3)]),
+            "named by their start, oldest first"
+        );
         let (current, current_lap) = at(now);
-        let (older, older_lap) = at(now - 20);
-        let mut buckets = own[0].buckets.clone();
-        buckets.sort_by_key(|bucket| bucket.0);
-        let mut expected = vec![(current, current_lap, 3), (older, older_lap, 1)];
-        expected.sort_by_key(|bucket| bucket.0);
-        assert_eq!((own[0].key.as_slice(), buckets), (&b"k"[..], expected));
 
         // Another host's 5 events now, 7 events a whole window ago, and some of another lap.
         let mut fleet = vec![None; ring.len() as usize];
         fleet[current] = Some((current_lap, 5));
         let (gone, gone_lap) = at(now - 70);
         fleet[gone] = Some((gone_lap, 7));
-        store.write_fleet_buckets(b"k", now, now + 100, &fleet).unwrap();
+        let fleet_window = FleetWindow::of(&window);
+        store.write_fleet_buckets(b"k", now, now + 100, fleet_window, &fleet, true).unwrap();
         assert_eq!(store.load_with_fleet(b"k", &window, now).unwrap(), (4, 5));
         assert_eq!(store.load(b"k", &window, now).unwrap(), 4, "a plain load reads this host's alone");
         // 70 s later, the current bucket has left the window: the fleet's with it.
@@ -902,7 +994,9 @@ mod tests {
         assert_eq!(store.own_buckets(now)[0].buckets.len(), 2);
 
         // A key this host never counted is created by the fleet's counts.
-        store.write_fleet_buckets(b"fresh", now, now + 100, &fleet).unwrap();
+        store.write_fleet_buckets(b"absent", now, now + 100, fleet_window, &fleet, false).unwrap();
+        assert_eq!(store.load_with_fleet(b"absent", &window, now).unwrap(), (0, 0), "not created unless asked");
+        store.write_fleet_buckets(b"fresh", now, now + 100, fleet_window, &fleet, true).unwrap();
         assert_eq!(store.load_with_fleet(b"fresh", &window, now).unwrap(), (0, 5));
         assert!(store.own_buckets(now).iter().all(|own| own.key != b"fresh"), "nothing of its own to publish");
     }
@@ -914,7 +1008,7 @@ mod tests {
         let window = window(60, Some(10));
         store.increment(b"k", &window, 1_000).unwrap();
         let fleet = vec![Some((RING_OF_TESTS.position(window.bucket_at(1_000)).1, 9)); RING_OF_TESTS.len() as usize];
-        store.write_fleet_buckets(b"k", 1_000, 1_100, &fleet).unwrap();
+        store.write_fleet_buckets(b"k", 1_000, 1_100, FleetWindow::of(&window), &fleet, true).unwrap();
         assert_eq!(store.load_with_fleet(b"k", &window, 1_000).unwrap(), (1, 0));
     }
 
@@ -931,7 +1025,7 @@ mod tests {
         // Three keys at the capacity of 3, in 3 of the 5 slots, then expired: three new keys
         // take at least one of their slots over.
         for key in [&b"o1"[..], b"o2", b"o3"] {
-            store.write_fleet_buckets(key, now, now + 11, &fleet).unwrap();
+            store.write_fleet_buckets(key, now, now + 11, FleetWindow::of(&window), &fleet, true).unwrap();
             assert_eq!(store.load_with_fleet(key, &window, later).unwrap(), (0, 9));
         }
         for key in [&b"a"[..], b"b", b"c"] {
@@ -966,8 +1060,8 @@ mod tests {
         assert_eq!(layout.bytes_per_service(), (4608 * 1264 + 1536 * 280) / 1024);
         assert_eq!(layout.bytes_per_service(), 6108);
         // segment header, then each table: its count and cursor, its bitmap, its slots
-        assert_eq!(layout.segment_bytes(), 128 + 16 + 576 + 4608 * 1264 + 16 + 192 + 1536 * 280);
-        assert_eq!(layout.segment_bytes(), 6_255_520);
+        assert_eq!(layout.segment_bytes(), 192 + 16 + 576 + 4608 * 1264 + 16 + 192 + 1536 * 280);
+        assert_eq!(layout.segment_bytes(), 6_255_584);
     }
 
     #[test]

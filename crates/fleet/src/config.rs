@@ -14,8 +14,9 @@ usage: ganesha-shm-fleet [--config FILE] [--segment PATH] [--redis URL] [--fleet
        ganesha-shm-fleet --help | --version
 
 Shares the circuit counts of this host's ganesha_shm segment with the other hosts of its fleet
-through Redis: every interval it publishes what this host counted and writes what the other
-hosts published into the segment. PHP must run with ganesha_shm.fleet=1 and ganesha_shm.path.
+through Redis: every interval it sends what this host counted since the last sync and writes
+the fleet's sums, less this host's own, into the segment. PHP must run with ganesha_shm.fleet=1
+and ganesha_shm.path.
 
   --config FILE            read settings from FILE (name = value lines, the names below
                            without their dashes, with _ for -); flags override it
@@ -25,14 +26,15 @@ hosts published into the segment. PHP must run with ganesha_shm.fleet=1 and gane
                            --cluster, a comma-separated list of the cluster's nodes
   --fleet NAME             the fleet's name, prefixing every key it writes (required):
                            1 to 64 of A-Z a-z 0-9 . _ -
-  --host NAME              this host's name in the fleet, unique in it (default: the hostname)
+  --host NAME              this host's name in logs and metrics (default: the hostname); the
+                           fleet tells hosts apart by their segment's id, not by it
   --interval-ms N          sync interval, 100 to 60000 (default 1000)
   --connect-timeout-ms N   connect timeout, 10 to 60000 (default 500)
   --command-timeout-ms N   timeout of each round trip to Redis, 10 to 60000 (default 500)
   --cluster                Redis is a Redis Cluster
   --suffixes LIST          the counter suffixes of Ganesha's storage keys, comma-separated
                            (default _success,_failure,_rejection); a service is a key without
-                           its suffix, and all its keys share one Redis hash slot
+                           its suffix
   --syncs N                run N syncs, print what each did on stdout, and exit (benchmarks)
 ";
 

@@ -17,6 +17,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use ganesha_shm_core::fleet::{monotonic_ms, SyncState};
 use ganesha_shm_core::segment::{guard, Refusal, Segment};
+use ganesha_shm_core::fleet::host_id_text;
 use ganesha_shm_core::store::{Layout, Store};
 
 use crate::config::{Command, Config};
@@ -83,7 +84,12 @@ fn attach(config: &Config, last_refusal: &mut Option<String>) -> Result<Option<A
         Ok(segment) => {
             let file = std::fs::metadata(&config.segment).map(|m| (m.dev(), m.ino())).unwrap_or_default();
             guard::install(&segment);
-            log(&format!("attached to {} ({})", config.segment.display(), segment.layout().settings));
+            log(&format!(
+                "attached to {} ({}); this host's id in the fleet: {}",
+                config.segment.display(),
+                segment.layout().settings,
+                host_id_text(segment.fleet_host_id())
+            ));
             *last_refusal = None;
             Ok(Some(Attached { segment, file }))
         }
@@ -108,8 +114,7 @@ fn run(config: Config) -> ExitCode {
     let mut last_refusal = None;
     let mut link: Option<Link> = None;
     let mut retry = Retry::new(interval);
-    let mut logged_fields: HashSet<Vec<u8>> = HashSet::new();
-    let mut logged_refusals: HashSet<Vec<u8>> = HashSet::new();
+    let mut events = Events::default();
     let mut synced: u64 = 0;
     let mut next = Instant::now();
     while !STOP.load(Ordering::Relaxed) {
@@ -142,6 +147,7 @@ fn run(config: Config) -> ExitCode {
             }
         }
         let Some(Attached { segment, .. }) = &attached else { continue };
+        syncer.attached(segment.fleet_host_id());
         let store = Store::new(segment);
         let words = segment.fleet_words();
         let state = SyncState::read(words);
@@ -160,10 +166,9 @@ fn run(config: Config) -> ExitCode {
                 }
             }
         }
-        let ring_len = Layout::ring(segment.layout().settings).len();
         let now = unix_time();
         let cpu = cpu_time();
-        match syncer.sync(link.as_mut().expect("connected above"), &store, ring_len, now) {
+        match syncer.sync(link.as_mut().expect("connected above"), &store, now) {
             Ok(report) => {
                 if let Some(limit) = config.syncs {
                     synced += 1;
@@ -196,20 +201,7 @@ fn run(config: Config) -> ExitCode {
                         report.hosts, report.services
                     ));
                 }
-                for (field, why) in report.unparsed {
-                    if logged_fields.insert(field.clone()) {
-                        log(&format!("skipped the field {:?}: {why}", String::from_utf8_lossy(&field)));
-                    }
-                }
-                // Once each, or a full segment would log every interval.
-                for (key, why) in report.refused {
-                    if logged_refusals.insert(key.clone()) {
-                        log(&format!(
-                            "the segment refused the fleet's counts of {:?}: {why}",
-                            String::from_utf8_lossy(&key)
-                        ));
-                    }
-                }
+                events.report(&config, &report);
             }
             Err(error) => {
                 let line = format!("lost {}: {error}", config::redacted(&config.redis));
@@ -224,6 +216,115 @@ fn run(config: Config) -> ExitCode {
     }
     log("stopping: the fleet's counts no longer decide on this host");
     ExitCode::SUCCESS
+}
+
+/// The events a sync reports, logged once each: what another host or anyone who can write
+/// Redis causes is also rate-limited, and what is remembered to log it once is bounded.
+#[derive(Default)]
+struct Events {
+    /// What was logged once already: namesakes, services of other durations, refused keys.
+    logged: HashSet<Vec<u8>>,
+    /// Whether the clock-ahead line was logged, since the last sync that shared every bucket.
+    ahead_logged: bool,
+    limiter: Limiter,
+}
+
+/// What `Events` remembers at the most; past it, nothing new is logged once, only counted.
+const EVENTS_REMEMBERED: usize = 10_000;
+
+impl Events {
+    /// Whether `what` was not logged yet (and is now remembered).
+    fn first(&mut self, what: Vec<u8>) -> bool {
+        !self.logged.contains(&what) && self.logged.len() < EVENTS_REMEMBERED && self.logged.insert(what)
+    }
+
+    fn report(&mut self, config: &Config, report: &crate::sync::Report) {
+        for id in &report.namesakes {
+            if self.first([b"name ", id.as_bytes()].concat()) {
+                log(&format!(
+                    "another host runs under the name \"{}\" (id {id}): the two are counted apart; give each host a name of its own",
+                    config.host
+                ));
+            }
+        }
+        for (service, theirs, ours) in &report.other_durations {
+            if self.first([&b"duration "[..], service, format!(" {theirs}").as_bytes()].concat()) {
+                let line = format!(
+                    "service \"{}\": other hosts count it in buckets of {theirs} s, this host in buckets of {ours} s (another time window, as in a rolling deploy); each group shares its own counts",
+                    String::from_utf8_lossy(service)
+                );
+                self.limiter.log(&line);
+            }
+        }
+        if report.rejected > 0 && !self.ahead_logged {
+            self.ahead_logged = true;
+            log(&format!(
+                "this host's clock is {} s ahead of Redis's, more than the bound of {} s: {} buckets stamped past it were not shared",
+                report.clock_ahead_s,
+                ganesha_shm_core::fleet::CLOCK_BOUND_S,
+                report.rejected
+            ));
+        } else if report.rejected == 0 {
+            self.ahead_logged = false;
+        }
+        // Data anyone who can write Redis may put there: rate-limited, each key once.
+        for (service, why) in &report.unusable {
+            if self.first([&b"unusable "[..], service].concat()) {
+                self.limiter.log(&format!("skipped the service \"{}\": {why}", String::from_utf8_lossy(service)));
+            }
+        }
+        for (key, fields) in &report.bad_fields {
+            if self.first([&b"fields "[..], key].concat()) {
+                self.limiter.log(&format!(
+                    "skipped {fields} fields of \"{}\" that are not a bucket's count",
+                    String::from_utf8_lossy(key)
+                ));
+            }
+        }
+        for (key, why) in &report.refused {
+            if self.first([&b"refused "[..], key].concat()) {
+                self.limiter.log(&format!(
+                    "the segment refused the fleet's counts of {:?}: {why}",
+                    String::from_utf8_lossy(key)
+                ));
+            }
+        }
+        self.limiter.tick();
+    }
+}
+
+/// At most `Limiter::LINES` lines a minute of what strangers can cause; the rest counted, and
+/// said in one line when the minute is over.
+#[derive(Default)]
+struct Limiter {
+    minute: Option<Instant>,
+    lines: u32,
+    suppressed: u64,
+}
+
+impl Limiter {
+    const LINES: u32 = 10;
+
+    fn log(&mut self, line: &str) {
+        self.tick();
+        self.minute.get_or_insert_with(Instant::now);
+        if self.lines < Self::LINES {
+            self.lines += 1;
+            log(line);
+        } else {
+            self.suppressed += 1;
+        }
+    }
+
+    /// Starts a new minute once the last is over, saying what it suppressed.
+    fn tick(&mut self) {
+        if self.minute.is_some_and(|started| started.elapsed() >= Duration::from_secs(60)) {
+            if self.suppressed > 0 {
+                log(&format!("{} more lines like these suppressed in the last minute", self.suppressed));
+            }
+            *self = Self::default();
+        }
+    }
 }
 
 /// Failed syncs in a row, and the wait before the next attempt: from 100 ms, doubling up to one

@@ -1,50 +1,69 @@
-//! One sync of this host's segment with the fleet's Redis, in two round trips (three when
-//! Redis lost what this host published):
+//! One sync of this host's segment with the fleet's Redis, in one round trip:
 //!
-//! 1. publish this host's counters that changed since the last sync (one hash field each, in
-//!    one hash per service), keep each hash and the fleet's index of services alive as long as
-//!    the data they hold, drop the expired services from the index, and read the index;
-//! 2. read every service's hash;
-//! 3. only when a field this host published is missing (Redis restarted empty, flushed, or a
-//!    key evicted): publish it again, and delete the fields whose data has expired.
+//! 1. for each service this host counts, the buckets whose count changed since the last sync,
+//!    sent to `sync.lua` (one call per shard of services, see `fleet::SHARDS`), which sets this
+//!    host's count of each and moves the fleet's sum by the difference, and returns the sums
+//!    of each service another host changed since this host last read them;
+//! 2. beside it, this host's mark in the fleet's set of live hosts, and its name's.
 //!
-//! Then it writes the other hosts' counts into the segment's fleet rings.
+//! Then it writes, for each counter of those services, the fleet's sums less what this host
+//! published into the segment's fleet ring. What a sync costs depends on this host's services
+//! and what changed in them, never on how many hosts the fleet has: no host's data is read but
+//! the sums.
+//!
+//! A host keeps the fleet's counts only for the services it counts itself (with events of its
+//! own in the buckets its window may still read): the fleet's data never takes a slot for a
+//! service this host does not use, so its own services always come first. A host decides alone
+//! for a service it has not counted yet; from the sync after its first event, with the fleet.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 
-use ganesha_shm_core::fleet::{self, Published};
-use ganesha_shm_core::store::Store;
+use ganesha_shm_core::fleet::{self, BucketName, CLOCK_BOUND_S};
+use ganesha_shm_core::store::{FleetWindow, Store};
 use redis::{Cmd, Value};
 
 use crate::config::Config;
 
-/// A connection to a Redis server or to a Redis Cluster.
-pub enum Link {
+/// The script every sync runs (see its head for what it takes and gives).
+const SCRIPT: &str = include_str!("sync.lua");
+
+/// A connection to a Redis server or to a Redis Cluster, with the sync script loaded.
+pub struct Link {
+    connection: Connection,
+    /// The script's SHA1, as Redis gave it when it was loaded.
+    script: String,
+}
+
+enum Connection {
     Server(redis::Connection),
     Cluster(redis::cluster::ClusterConnection),
 }
 
 impl Link {
+    /// Connects, and loads the sync script (into every primary of a cluster), so that each
+    /// sync sends its hash alone.
     pub fn connect(config: &Config) -> redis::RedisResult<Self> {
-        let link = if config.cluster {
+        let load = redis::cmd("SCRIPT").arg("LOAD").arg(SCRIPT).to_owned();
+        if config.cluster {
             let nodes: Vec<&str> = config.redis.split(',').collect();
             let client = redis::cluster::ClusterClient::builder(nodes)
                 .connection_timeout(config.connect_timeout)
                 .response_timeout(config.command_timeout)
                 .retries(0)
                 .build()?;
-            let connection = client.get_connection()?;
+            let mut connection = client.get_connection()?;
             connection.set_read_timeout(Some(config.command_timeout))?;
             connection.set_write_timeout(Some(config.command_timeout))?;
-            Self::Cluster(connection)
+            let script = load.query(&mut connection)?;
+            Ok(Self { connection: Connection::Cluster(connection), script })
         } else {
-            let connection =
+            let mut connection =
                 redis::Client::open(config.redis.as_str())?.get_connection_with_timeout(config.connect_timeout)?;
             connection.set_read_timeout(Some(config.command_timeout))?;
             connection.set_write_timeout(Some(config.command_timeout))?;
-            Self::Server(connection)
-        };
-        Ok(link)
+            let script = load.query(&mut connection)?;
+            Ok(Self { connection: Connection::Server(connection), script })
+        }
     }
 
     /// Runs `commands` in one pipeline (one round trip per node for a cluster); their replies in
@@ -53,15 +72,15 @@ impl Link {
         if commands.is_empty() {
             return Ok(Vec::new());
         }
-        match self {
-            Self::Server(connection) => {
+        match &mut self.connection {
+            Connection::Server(connection) => {
                 let mut pipe = redis::pipe();
                 for command in commands {
                     pipe.add_command(command);
                 }
                 pipe.query(connection)
             }
-            Self::Cluster(connection) => {
+            Connection::Cluster(connection) => {
                 let mut pipe = redis::cluster::cluster_pipe();
                 for command in commands {
                     pipe.add_command(command);
@@ -76,190 +95,482 @@ impl Link {
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Report {
     pub round_trips: u32,
+    /// Bucket counts sent.
     pub published: usize,
+    /// Sums Redis had lost or held wrong, recounted from every host's counts.
     pub republished: usize,
+    /// Services synced: those this host counts.
     pub services: usize,
-    /// Hosts with data in the fleet, this one included.
+    /// Live hosts in the fleet, this one included.
     pub hosts: usize,
-    /// Counters whose fleet ring was written.
+    /// Counters whose fleet ring this sync wrote other hosts' counts into.
     pub written: usize,
-    /// Fields that could not be parsed, each with why (logged once each by the caller).
-    pub unparsed: Vec<(Vec<u8>, String)>,
-    /// Counters whose fleet counts the segment refused (full), each with why.
+    /// Services whose keys could not be used (another type: not ganesha-shm's data), with why.
+    pub unusable: Vec<(Vec<u8>, String)>,
+    /// Sums hashes with fields that are not a bucket's count, with how many.
+    pub bad_fields: Vec<(Vec<u8>, u64)>,
+    /// Services other hosts count in buckets of another duration: (service, theirs, this host's).
+    pub other_durations: Vec<(Vec<u8>, u64, u64)>,
+    /// Buckets not shared: stamped further ahead of Redis's clock than the bound.
+    pub rejected: u64,
+    /// Seconds this host's clock is ahead of Redis's (negative: behind).
+    pub clock_ahead_s: i64,
+    /// Ids of other hosts that synced under this host's name.
+    pub namesakes: Vec<String>,
+    /// Counters whose fleet counts the segment refused, with why.
     pub refused: Vec<(Vec<u8>, String)>,
 }
+
+/// What the sidecar keeps of a service this host counts.
+struct Service {
+    /// The window its counters are counted in.
+    window: FleetWindow,
+    /// The version of `sums` (`v` in Redis); `None` before its first sync.
+    version: Option<String>,
+    /// The fleet's sums of its buckets of this host's bucket duration, at `version`.
+    sums: BTreeMap<BucketName, u64>,
+    /// This host's counts as Redis holds them: what it published.
+    published: BTreeMap<BucketName, u64>,
+    /// Until when (this host's clock) Redis keeps its sums, as they were last renewed.
+    kept_until: u64,
+    /// The bucket after the current one when its fleet ring was last written, and whether the
+    /// sums or what this host published changed since: a ring whose range only moved on, with
+    /// no sum in the buckets it moved to, holds what it should already.
+    ring_written: Option<u64>,
+    changed: bool,
+}
+
+/// What the sidecar keeps of a shard.
+#[derive(Default)]
+struct Shard {
+    /// The shard's version this host last read (`fleet::shard_keys`); `None` before the first
+    /// sync of the shard, whose reply gives this host's counts of the shard as Redis holds them.
+    version: Option<String>,
+    /// Until when (this host's clock) this host's key of the shard must live, and until when
+    /// it was last made to.
+    kept_until: u64,
+    renewed_until: u64,
+    /// This host's counts of services it does not count now, as the first sync found them (a
+    /// sidecar restarted, or reconnected): what it published of them, should it count them again.
+    published: HashMap<Vec<u8>, BTreeMap<BucketName, u64>>,
+}
+
+/// One bucket count to send.
+struct Update {
+    bucket: BucketName,
+    expected: Option<u64>,
+    count: u64,
+}
+
+/// What one service sends in a sync.
+struct Sent {
+    service: Vec<u8>,
+    /// Seconds to keep its sums from now; 0 to leave them.
+    keep: u64,
+    updates: Vec<Update>,
+    /// Buckets no window may read any more: deleted from Redis.
+    gone: Vec<BucketName>,
+}
+
+/// Buckets a bucket may be read for after it started, at the most: the longest window and the
+/// two buckets the rings keep beyond it (see `window::Ring`), whatever this host's window.
+const LONGEST_READ: u64 = ganesha_shm_core::window::MAX_BUCKETS + 2;
 
 /// What the sidecar keeps between syncs.
 pub struct Syncer {
     config: Config,
-    /// What this host last published of each counter key, and until when it is kept.
-    published: HashMap<Vec<u8>, (String, u64)>,
-    index: Vec<u8>,
+    /// This host's id: its segment's (`Segment::fleet_host_id`).
+    host_id: u64,
+    services: HashMap<Vec<u8>, Service>,
+    shards: HashMap<u32, Shard>,
+    /// Redis's time at the last sync (seconds), to mark this host live in Redis's time.
+    redis_time: u64,
 }
 
 impl Syncer {
     pub fn new(config: Config) -> Self {
-        let index = fleet::index_key(&config.fleet);
-        Self { config, published: HashMap::new(), index }
+        Self { config, host_id: 0, services: HashMap::new(), shards: HashMap::new(), redis_time: 0 }
     }
 
-    /// Forgets what was published, so that the next sync publishes every counter again (after
-    /// a reconnection: Redis may have restarted).
+    /// The segment attached, with its host id: a new segment is another host, which starts
+    /// from nothing.
+    pub fn attached(&mut self, host_id: u64) {
+        if host_id != self.host_id {
+            self.host_id = host_id;
+            self.forget_published();
+        }
+    }
+
+    /// Forgets what Redis holds, so that the next sync reads this host's counts back from it
+    /// and publishes what differs (after a reconnection: Redis may have restarted empty).
     pub fn forget_published(&mut self) {
-        self.published.clear();
+        self.services.clear();
+        self.shards.clear();
     }
 
-    /// Seconds Redis keeps data beyond its own lifetime: two intervals and a second, so that a
-    /// host's last counts outlive the sync that would refresh them.
+    /// Seconds Redis keeps a bucket beyond the window reading it: two intervals and a second,
+    /// so that a host's last counts outlive the sync that would refresh them.
     fn margin(&self) -> u64 {
         (self.config.interval * 2).as_secs() + 1
     }
 
-    /// One sync at unix time `now` (seconds).
-    pub fn sync(&mut self, link: &mut Link, store: &Store<'_>, ring_len: u64, now: u64) -> redis::RedisResult<Report> {
+    /// One sync at unix time `now` (seconds, this host's clock).
+    pub fn sync(&mut self, link: &mut Link, store: &Store<'_>, now: u64) -> redis::RedisResult<Report> {
         let mut report = Report::default();
+        let margin = self.margin();
 
-        // What this host counted.
-        let own: Vec<(Vec<u8>, String, u64)> = store
-            .own_buckets(now)
-            .into_iter()
-            .map(|own| {
-                let value = Published { ring_len, kept_until: own.kept_until, buckets: own.buckets }.encode();
-                (own.key, value, own.kept_until)
-            })
-            .collect();
-        let changed: Vec<&(Vec<u8>, String, u64)> = own
-            .iter()
-            .filter(|(key, value, _)| self.published.get(key).is_none_or(|(last, _)| last != value))
-            .collect();
+        // What this host counted, by service: each counter's window and buckets.
+        let mut counted: BTreeMap<Vec<u8>, Vec<(u8, FleetWindow, Vec<(u64, u64)>)>> = BTreeMap::new();
+        for own in store.own_buckets(now) {
+            if let Some((service, counter)) = fleet::counter_of(&own.key, &self.config.suffixes) {
+                counted.entry(service.to_vec()).or_default().push((counter, own.window, own.buckets));
+            }
+        }
+        // A service this host no longer counts is synced no more: its counts in Redis, and the
+        // fleet's in its ring, leave the window on their own.
+        self.services.retain(|service, _| counted.contains_key(service));
+        report.services = counted.len();
 
-        // 1. Publish, keep alive, read the index.
-        let mut commands = self.publish_commands(changed.iter().copied(), now);
-        commands
-            .push(redis::cmd("ZREMRANGEBYSCORE").arg(&self.index).arg("-inf").arg(now.saturating_sub(1)).to_owned());
-        commands.push(redis::cmd("ZRANGEBYSCORE").arg(&self.index).arg(now).arg("+inf").to_owned());
+        // 1. What each service sends, by shard.
+        let mut sent: BTreeMap<u32, Vec<Sent>> = BTreeMap::new();
+        for (service, counters) in &counted {
+            let window = counters[0].1;
+            let shard = self.shards.entry(fleet::shard_of(service)).or_default();
+            let state = self.services.entry(service.clone()).or_insert_with(|| Service {
+                window,
+                version: None,
+                sums: BTreeMap::new(),
+                published: shard.published.remove(service).unwrap_or_default(),
+                kept_until: 0,
+                ring_written: None,
+                changed: true,
+            });
+            if state.window != window {
+                // The window changed here (a deploy): the sums of the old duration are not read.
+                state.window = window;
+                state.sums.clear();
+                state.changed = true;
+            }
+            let mut wanted: BTreeMap<BucketName, u64> = BTreeMap::new();
+            for (counter, counter_window, buckets) in counters {
+                for &(start, count) in buckets {
+                    wanted.insert(BucketName { duration: counter_window.bucket_duration, counter: *counter, start }, count);
+                }
+            }
+            let read_now = |bucket: &BucketName| {
+                bucket.start + FleetWindow { bucket_duration: bucket.duration, ..window }.lifetime() + margin >= now
+            };
+            // Read by no window any more, the clock bound past that (Redis checks it again).
+            let gone = |bucket: &BucketName| bucket.start + bucket.duration * LONGEST_READ + CLOCK_BOUND_S < now;
+            // What it published and no longer counts, in buckets still read (a reset): 0.
+            let known = shard.version.is_some();
+            let mut updates: Vec<Update> = state
+                .published
+                .iter()
+                .filter(|&(bucket, &count)| count > 0 && !wanted.contains_key(bucket) && read_now(bucket))
+                .map(|(&bucket, &count)| (bucket, 0, Some(count)))
+                .chain(
+                    wanted
+                        .iter()
+                        .filter(|&(bucket, count)| state.published.get(bucket) != Some(count))
+                        .map(|(&bucket, &count)| (bucket, count, state.published.get(&bucket).copied())),
+                )
+                // Before the shard's first sync this host does not know what Redis holds of it.
+                .map(|(bucket, count, published)| Update { bucket, expected: known.then(|| published.unwrap_or(0)), count })
+                .collect();
+            updates.sort_by_key(|update| update.bucket);
+            let mut old: Vec<BucketName> = state.published.keys().chain(state.sums.keys()).copied().filter(gone).collect();
+            old.sort();
+            old.dedup();
+            state.published.retain(|bucket, _| !gone(bucket));
+            state.sums.retain(|bucket, _| !gone(bucket));
+
+            // Lifetimes: the sums as long as the newest bucket this host reads or wrote, renewed
+            // with an eighth more, so that a busy service renews them once per eighth of its
+            // lifetime, not every sync; this host's key of the shard as long as its newest bucket.
+            let newest_own = wanted.keys().map(|bucket| bucket.start).max().unwrap_or(now);
+            let newest_read =
+                state.sums.keys().map(|bucket| bucket.start).filter(|&start| start <= now + CLOCK_BOUND_S).max();
+            let own_until = newest_own + window.lifetime() + margin;
+            let kept_until = own_until.max(newest_read.map_or(0, |start| start + window.lifetime() + margin));
+            let keep = if state.version.is_none() || kept_until > state.kept_until {
+                state.kept_until = kept_until + window.lifetime() / 8;
+                state.kept_until - now
+            } else {
+                0
+            };
+            shard.kept_until = shard.kept_until.max(own_until);
+            report.published += updates.len();
+            // What another host changed comes back unasked, unless this host holds no version
+            // of the shard: then every service goes, each with the version this host holds.
+            let send_all = shard.version.as_deref().is_none_or(str::is_empty);
+            if send_all || state.version.is_none() || keep > 0 || !updates.is_empty() || !old.is_empty() {
+                let sending = Sent { service: service.clone(), keep, updates, gone: old };
+                sent.entry(fleet::shard_of(service)).or_default().push(sending);
+            } else {
+                sent.entry(fleet::shard_of(service)).or_default();
+            }
+        }
+
+        // 2. One pipeline: the shards' script calls, then this host's marks.
+        let host_id = fleet::host_id_text(self.host_id);
+        let mut commands: Vec<Cmd> = Vec::new();
+        let mut firsts: Vec<bool> = Vec::new();
+        for (&shard, services) in &sent {
+            let state = self.shards.get_mut(&shard).expect("every shard sent has a state");
+            let [version, changes, hosts] = fleet::shard_keys(&self.config.fleet, shard);
+            let mut command = redis::cmd("EVALSHA");
+            command.arg(&link.script).arg(4 + services.len());
+            command.arg(version).arg(changes).arg(hosts).arg(fleet::host_key(&self.config.fleet, shard, self.host_id));
+            for service in services {
+                command.arg(fleet::sums_key(&self.config.fleet, &service.service));
+            }
+            // This host's key lives as long as its newest bucket, renewed with an eighth more.
+            let keep_own = if state.version.is_none() || state.kept_until > state.renewed_until {
+                state.renewed_until = state.kept_until + state.kept_until.saturating_sub(now) / 8;
+                state.renewed_until.saturating_sub(now).max(1)
+            } else {
+                0
+            };
+            firsts.push(state.version.is_none());
+            command
+                .arg(&host_id)
+                .arg(fleet::host_key_prefix(&self.config.fleet, shard))
+                .arg(LONGEST_READ)
+                .arg(CLOCK_BOUND_S)
+                .arg(state.version.as_deref().unwrap_or(""))
+                .arg(keep_own)
+                .arg(if state.version.is_none() { "1" } else { "0" })
+                .arg(fleet::sums_key_prefix(&self.config.fleet, shard));
+            for service in services {
+                let version = self.services[&service.service].version.clone().unwrap_or_default();
+                command.arg(&service.service[..]).arg(version).arg(service.keep).arg(service.updates.len()).arg(service.gone.len());
+                for update in &service.updates {
+                    command
+                        .arg(fleet::bucket_field(update.bucket))
+                        .arg(update.bucket.start)
+                        .arg(update.expected.map(|count| count.to_string()).unwrap_or_default())
+                        .arg(update.count);
+                }
+                for bucket in &service.gone {
+                    command.arg(fleet::bucket_field(*bucket));
+                }
+            }
+            commands.push(command);
+        }
+        let interval_ms = self.config.interval.as_millis() as u64;
+        let redis_time = if self.redis_time == 0 { now } else { self.redis_time };
+        let hosts = fleet::hosts_key(&self.config.fleet);
+        let live_s = (3 * interval_ms).div_ceil(1000).max(2);
+        commands.push(redis::cmd("ZADD").arg(&hosts).arg(redis_time).arg(&host_id).to_owned());
+        commands.push(redis::cmd("ZREMRANGEBYSCORE").arg(&hosts).arg("-inf").arg(redis_time.saturating_sub(live_s + 1)).to_owned());
+        commands.push(redis::cmd("ZCOUNT").arg(&hosts).arg(redis_time.saturating_sub(live_s)).arg("+inf").to_owned());
+        commands.push(redis::cmd("EXPIRE").arg(&hosts).arg(live_s + 1).to_owned());
+        commands.push(
+            redis::cmd("SET")
+                .arg(fleet::name_key(&self.config.fleet, &self.config.host))
+                .arg(&host_id)
+                .arg("PX")
+                .arg(3 * interval_ms)
+                .arg("GET")
+                .to_owned(),
+        );
         let replies = link.run(commands)?;
         report.round_trips += 1;
-        for (key, value, kept_until) in &changed {
-            self.published.insert(key.clone(), (value.clone(), *kept_until));
+
+        // What the shards answered.
+        let marks = &replies[sent.len()..];
+        report.hosts = int(&marks[2]).unwrap_or(1).max(1) as usize;
+        if let Some(Value::BulkString(previous)) = marks.get(4) {
+            if previous != host_id.as_bytes() {
+                report.namesakes.push(String::from_utf8_lossy(previous).into_owned());
+            }
         }
-        report.published = changed.len();
-        self.published.retain(|_, (_, kept_until)| *kept_until >= now);
-        let services: Vec<Vec<u8>> = match replies.last() {
-            Some(reply) => redis::from_redis_value_ref(reply)?,
-            None => Vec::new(),
-        };
-        report.services = services.len();
-
-        // 2. Read every service's hash.
-        let hashes: Vec<Vec<u8>> =
-            services.iter().map(|service| fleet::redis_key(&self.config.fleet, service)).collect();
-        let replies = link.run(hashes.iter().map(|key| redis::cmd("HGETALL").arg(key).to_owned()).collect())?;
-        report.round_trips += u32::from(!hashes.is_empty());
-
-        // Every other host's counters, by counter key; this host's fields, to find what Redis lost.
-        let mut others: BTreeMap<Vec<u8>, Vec<Published>> = BTreeMap::new();
-        let mut seen_own: BTreeSet<Vec<u8>> = BTreeSet::new();
-        let mut hosts: BTreeSet<Vec<u8>> = BTreeSet::from([self.config.host.as_bytes().to_vec()]);
-        let mut expired: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
-        for (hash, reply) in hashes.iter().zip(&replies) {
-            let fields: HashMap<Vec<u8>, Vec<u8>> = redis::from_redis_value_ref(reply)?;
-            for (field, value) in fields {
-                let Some((host, key)) = fleet::parse_field(&field) else {
-                    report.unparsed.push((field.clone(), "no space between host and key".into()));
-                    continue;
-                };
-                if host == self.config.host.as_bytes() {
-                    seen_own.insert(key.to_vec());
-                    continue;
+        for (((&shard, services), reply), first) in sent.iter().zip(&replies).zip(firsts) {
+            let Value::Array(items) = reply else { return Err(unexpected("a shard's reply is not a list")) };
+            let [time, version, own, changed, answers @ ..] = &items[..] else {
+                return Err(unexpected("a shard's reply lacks the time, version, own counts or changes"));
+            };
+            let redis_now = int(time).ok_or_else(|| unexpected("no time in a shard's reply"))?;
+            self.redis_time = redis_now as u64;
+            report.clock_ahead_s = now as i64 - redis_now;
+            let state = self.shards.get_mut(&shard).expect("every shard sent has a state");
+            // An empty version (the shard's is not a counter: not ours) makes the next sync
+            // look at every service again.
+            state.version = Some(text(version));
+            let mut published: HashMap<Vec<u8>, BTreeMap<BucketName, u64>> = HashMap::new();
+            if first {
+                // This host's counts of the shard as Redis holds them, after this call's writes.
+                for (field, count) in counts(own) {
+                    if let Some((bucket, service)) = fleet::parse_host_field(&field) {
+                        published.entry(service.to_vec()).or_default().insert(bucket, count);
+                    }
                 }
-                match Published::decode(&value) {
-                    // Expired on its host: it no longer counts, and once the margin has passed
-                    // too (its host would have published it again by then) it is deleted.
-                    Ok(published) if published.kept_until < now => {
-                        if published.kept_until.saturating_add(self.margin()) < now {
-                            expired.push((hash.clone(), field.clone()));
-                        }
+            }
+            for (service, answer) in services.iter().zip(answers) {
+                if let Some(mine) = first.then(|| published.remove(&service.service).unwrap_or_default()) {
+                    let state = self.services.get_mut(&service.service).expect("every service sent has a state");
+                    state.published = mine;
+                    state.changed = true;
+                }
+                // 0: not looked at, since nothing changed.
+                if !matches!(answer, Value::Int(0)) {
+                    self.take_answer(service, answer, redis_now as u64, first, &mut report)?;
+                }
+            }
+            if first {
+                self.shards.get_mut(&shard).expect("every shard sent has a state").published = published;
+            }
+            // The services another host changed, of those this host did not send.
+            if let Value::Array(changed) = changed {
+                for triple in changed.chunks_exact(3) {
+                    let [Value::BulkString(service), version, sums] = triple else { continue };
+                    if let Some(state) = self.services.get_mut(&service[..]) {
+                        state.version = Some(text(version));
+                        take_sums(state, service, sums, &mut report);
                     }
-                    Ok(published) if published.ring_len != ring_len => report.unparsed.push((
-                        field.clone(),
-                        format!(
-                            "a ring of {} buckets, this host's has {ring_len} (ganesha_shm.max_buckets differs)",
-                            published.ring_len
-                        ),
-                    )),
-                    Ok(published) => {
-                        hosts.insert(host.to_vec());
-                        others.entry(key.to_vec()).or_default().push(published);
-                    }
-                    Err(why) => report.unparsed.push((field.clone(), why)),
                 }
             }
         }
-        report.hosts = hosts.len();
 
-        // 3. What Redis lost of this host's, published again; expired fields deleted.
-        // Every counter of this host was published, in this sync or an earlier one: one that
-        // Redis does not show was lost there.
-        let lost: Vec<&(Vec<u8>, String, u64)> = own.iter().filter(|(key, ..)| !seen_own.contains(key)).collect();
-        let mut commands = self.publish_commands(lost.iter().copied(), now);
-        for (hash, field) in &expired {
-            commands.push(redis::cmd("HDEL").arg(hash).arg(field).to_owned());
-        }
-        if !commands.is_empty() {
-            link.run(commands)?;
-            report.round_trips += 1;
-        }
-        report.republished = lost.len();
-
-        // The other hosts' counts into the fleet rings.
-        let longest = now.saturating_add(ganesha_shm_core::window::STATUS_TTL);
-        for (key, published) in &others {
-            let ring = fleet::merge(ring_len as usize, published);
-            if ring.iter().all(Option::is_none) {
+        // 3. The other hosts' counts into the fleet rings.
+        for (service, counters) in &counted {
+            let state = self.services.get_mut(service).expect("every service counted has a state");
+            let next = state.window.bucket_at(now) + 1;
+            let duration = state.window.bucket_duration;
+            let unchanged = !state.changed
+                && state.ring_written.is_some_and(|written| {
+                    // The buckets the range moved to hold no sum: they read as 0 as they are.
+                    state.sums.keys().all(|bucket| bucket.start < written * duration || bucket.start > next * duration)
+                });
+            state.ring_written = Some(next);
+            state.changed = false;
+            if unchanged {
                 continue;
             }
-            // Kept as long as the longest-lived host keeps it, never longer (or the hosts would
-            // keep each other's slots alive for ever), and at most a day: a value in Redis cannot
-            // keep a slot for ever either. Only unexpired values are here, so it is after `now`.
-            let keep_until = published.iter().map(|p| p.kept_until).max().unwrap_or(now).min(longest);
-            match store.write_fleet_buckets(key, now, keep_until, &ring) {
-                Ok(()) => report.written += 1,
-                Err(error) => report.refused.push((key.clone(), format!("{:?}", error.error))),
+            for (counter, suffix) in self.config.suffixes.iter().enumerate() {
+                let counter = counter as u8;
+                // A counter this host has not counted yet takes its service's window.
+                let window = counters.iter().find(|(c, ..)| *c == counter).map_or(state.window, |(_, w, _)| *w);
+                let mut ring = vec![None; store.ring_len()];
+                let mut newest = None;
+                for (bucket, (index, lap)) in store.ring_range(window, now) {
+                    let name = BucketName { duration: window.bucket_duration, counter, start: bucket * window.bucket_duration };
+                    let sum = state.sums.get(&name).copied().unwrap_or(0);
+                    let others = sum.saturating_sub(state.published.get(&name).copied().unwrap_or(0));
+                    if others > 0 {
+                        newest = Some(name.start);
+                    }
+                    ring[index] = Some((lap, others));
+                }
+                let key = [&service[..], suffix].concat();
+                // Kept as long as the newest of the fleet's buckets is read, never longer: so
+                // that the fleet's data never keeps a slot alive on its own.
+                let keep_until = newest.map_or(now + 1, |start| start + window.lifetime());
+                match store.write_fleet_buckets(&key, now, keep_until, window, &ring, newest.is_some()) {
+                    Ok(()) => report.written += usize::from(newest.is_some()),
+                    Err(error) => report.refused.push((key, format!("{:?}", error.error))),
+                }
             }
         }
         Ok(report)
     }
 
-    /// The commands that publish `counters`: one HSET each, then for each service touched its
-    /// hash's lifetime and its place in the index, and the index's own lifetime.
-    fn publish_commands<'c>(&self, counters: impl Iterator<Item = &'c (Vec<u8>, String, u64)>, now: u64) -> Vec<Cmd> {
-        let mut commands = Vec::new();
-        let mut services: BTreeMap<Vec<u8>, u64> = BTreeMap::new();
-        for (key, value, kept_until) in counters {
-            let service = fleet::service_of(key, &self.config.suffixes);
-            let hash = fleet::redis_key(&self.config.fleet, service);
-            commands
-                .push(redis::cmd("HSET").arg(&hash).arg(fleet::field(&self.config.host, key)).arg(value).to_owned());
-            let until = services.entry(service.to_vec()).or_insert(0);
-            *until = (*until).max(*kept_until);
+    /// Takes what the script answered for a service: `sent` was sent, and this host's counts
+    /// are read back already when the shard's sync is its `first`.
+    fn take_answer(
+        &mut self,
+        sent: &Sent,
+        answer: &Value,
+        redis_now: u64,
+        first: bool,
+        report: &mut Report,
+    ) -> redis::RedisResult<()> {
+        let Value::Array(fields) = answer else { return Err(unexpected("a service's answer is not a list")) };
+        let [version, error, rejected, recounted, skipped, sums] = &fields[..] else {
+            return Err(unexpected("a service's answer has not 6 items"));
+        };
+        let error = text(error);
+        if !error.is_empty() {
+            report.unusable.push((sent.service.clone(), error));
+            return Ok(());
         }
-        let margin = self.margin();
-        let mut longest = 0;
-        for (service, until) in &services {
-            let hash = fleet::redis_key(&self.config.fleet, service);
-            let ttl = until.saturating_sub(now) + margin;
-            // NX then GT: a new hash gets a lifetime, an existing one only a longer one, so that
-            // one host's shorter window never cuts another's data short.
-            commands.push(redis::cmd("EXPIRE").arg(&hash).arg(ttl).arg("NX").to_owned());
-            commands.push(redis::cmd("EXPIRE").arg(&hash).arg(ttl).arg("GT").to_owned());
-            commands.push(redis::cmd("ZADD").arg(&self.index).arg("GT").arg(until + margin).arg(service).to_owned());
-            longest = longest.max(ttl);
+        report.rejected += int(rejected).unwrap_or(0) as u64;
+        report.republished += int(recounted).unwrap_or(0) as usize;
+        let skipped = int(skipped).unwrap_or(0) as u64;
+        if skipped > 0 {
+            report.bad_fields.push((fleet::sums_key(&self.config.fleet, &sent.service), skipped));
         }
-        if longest > 0 {
-            commands.push(redis::cmd("EXPIRE").arg(&self.index).arg(longest).arg("NX").to_owned());
-            commands.push(redis::cmd("EXPIRE").arg(&self.index).arg(longest).arg("GT").to_owned());
+        let state = self.services.get_mut(&sent.service).expect("every service answered was sent");
+        let was_known = state.version.is_some();
+        let duration = state.window.bucket_duration;
+        if !first {
+            // What was applied: every update but those stamped past the bound.
+            for update in sent.updates.iter().filter(|update| update.bucket.start <= redis_now + CLOCK_BOUND_S) {
+                let before = state.published.insert(update.bucket, update.count).unwrap_or(0);
+                if was_known && update.bucket.duration == duration {
+                    // Another host's change comes with the sums; this host's own moves them alike.
+                    let sum = state.sums.entry(update.bucket).or_insert(0);
+                    *sum = (*sum + update.count).saturating_sub(before);
+                }
+            }
+            state.changed |= !sent.updates.is_empty();
         }
-        commands
+        state.version = Some(text(version));
+        take_sums(state, &sent.service, sums, report);
+        Ok(())
     }
+}
+
+/// The sums the script gave for `service`, when it gave them: the buckets of this host's
+/// duration are kept; those of another noted.
+fn take_sums(state: &mut Service, service: &[u8], sums: &Value, report: &mut Report) {
+    if !matches!(sums, Value::Array(_)) {
+        return;
+    }
+    let duration = state.window.bucket_duration;
+    state.changed = true;
+    state.sums.clear();
+    for (field, count) in counts(sums) {
+        let Some(bucket) = fleet::parse_bucket_field(&field) else { continue };
+        if bucket.duration == duration {
+            state.sums.insert(bucket, count);
+        } else if !report.other_durations.iter().any(|(s, d, _)| s == service && *d == bucket.duration) {
+            report.other_durations.push((service.to_vec(), bucket.duration, duration));
+        }
+    }
+}
+
+fn unexpected(what: &'static str) -> redis::RedisError {
+    redis::RedisError::from((redis::ErrorKind::UnexpectedReturnType, what))
+}
+
+fn int(value: &Value) -> Option<i64> {
+    match value {
+        Value::Int(n) => Some(*n),
+        Value::BulkString(bytes) => std::str::from_utf8(bytes).ok()?.parse().ok(),
+        _ => None,
+    }
+}
+
+fn text(value: &Value) -> String {
+    match value {
+        Value::BulkString(bytes) => String::from_utf8_lossy(bytes).into_owned(),
+        Value::SimpleString(text) => text.clone(),
+        Value::Int(n) => n.to_string(),
+        _ => String::new(),
+    }
+}
+
+/// The fields and counts of a flat field, count list (the script checked their shape; the
+/// counts are checked again here, as anything from Redis is); none for the script's false.
+fn counts(value: &Value) -> Vec<(Vec<u8>, u64)> {
+    let Value::Array(items) = value else { return Vec::new() };
+    items
+        .chunks_exact(2)
+        .filter_map(|pair| match pair {
+            [Value::BulkString(field), Value::BulkString(count)] => Some((field.clone(), fleet::parse_count(count)?)),
+            _ => None,
+        })
+        .collect()
 }
