@@ -14,7 +14,6 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 
 use ext_php_rs::binary::Binary;
-use ext_php_rs::binary_slice::BinarySlice;
 use ext_php_rs::boxed::ZBox;
 use ext_php_rs::convert::FromZval;
 use ext_php_rs::convert::IntoZval;
@@ -24,6 +23,7 @@ use ext_php_rs::flags::DataType;
 use ext_php_rs::prelude::*;
 use ext_php_rs::types::{ZendCallable, ZendHashTable, ZendObject, ZendStr, Zval};
 
+use crate::arguments::{Long, OptionalLong, Str};
 use crate::circuit::{self, Figures, Thresholds, STATUS_CALMED_DOWN};
 use crate::context::{self, StorageKeys};
 use crate::errors::{exception, php_error, storage_exception};
@@ -202,8 +202,8 @@ impl AbstractSlidingTimeWindowShm {
     /// `$bucketDuration`: seconds per bucket; null for ceil(timeWindow / 60).
     /// `$clock`: returns the current Unix time in seconds, for tests; null for the system
     /// clock (Ganesha's own `time()`).
-    pub fn __construct(bucketDuration: Option<i64>, clock: Option<Clock>) -> PhpResult<Self> {
-        let bucket_duration = window::check_bucket_duration(bucketDuration).map_err(window_error)?;
+    pub fn __construct(bucketDuration: OptionalLong<1>, clock: Option<Clock>) -> PhpResult<Self> {
+        let bucket_duration = window::check_bucket_duration(bucketDuration.0).map_err(window_error)?;
         Ok(Self { bucket_duration, clock, configured: RefCell::new(None) })
     }
 
@@ -220,7 +220,8 @@ impl AbstractSlidingTimeWindowShm {
     pub fn set_configuration(&self, configuration: &mut ZendObject) {}
 
     /// Count strategy only: sets the counter.
-    pub fn save(&self, service: BinarySlice<u8>, count: i64) -> PhpResult<()> {
+    pub fn save(&self, service: Str<'_, 1>, count: Long<2>) -> PhpResult<()> {
+        let Long(count) = count;
         let (configured, now) = self.count_strategy("save")?;
         check_range("count", count, 0, CountWord::MAX as i64)?;
         let store = process::store()?;
@@ -230,7 +231,7 @@ impl AbstractSlidingTimeWindowShm {
     }
 
     /// Count strategy only: one less, never below 0, in one atomic step.
-    pub fn decrement(&self, service: BinarySlice<u8>) -> PhpResult<()> {
+    pub fn decrement(&self, service: Str<'_, 1>) -> PhpResult<()> {
         let (configured, now) = self.count_strategy("decrement")?;
         let store = process::store()?;
         let renewed =
@@ -250,7 +251,7 @@ impl AbstractSlidingTimeWindowShm {
     /// Deletes the counts, the last failure time and the status of one service under this
     /// configuration's storage keys, and nothing else: what an operator runs once the
     /// service is mended, so that its circuit admits requests at once.
-    pub fn reset_service(&self, service: BinarySlice<u8>) -> PhpResult<()> {
+    pub fn reset_service(&self, service: Str<'_, 1>) -> PhpResult<()> {
         let store = process::store()?;
         for key in self.configuration()?.storage_keys.of_service(&service) {
             for kind in [TableKind::Counters, TableKind::Statuses] {
@@ -817,7 +818,6 @@ mod hot {
 
     use ext_php_rs::args::Arg;
     use ext_php_rs::builders::{ClassBuilder, FunctionBuilder};
-    use ext_php_rs::convert::FromZval;
     use ext_php_rs::flags::{DataType, MethodFlags};
     use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -827,18 +827,25 @@ mod hot {
     use once_cell::sync::OnceCell;
 
     use super::*;
+    use crate::arguments;
 
     /// What a hot method takes after the service: nothing, or an int.
     trait Rest: Sized {
-        /// Its PHP name, for the declaration and the error of a wrong value.
+        /// Its PHP name, for the declaration.
         const NAME: Option<&'static str>;
         /// Read from the frame as it is: `None` when it is not of the declared type.
         fn read(argument: Option<&Zval>) -> Option<Self>;
+        /// Read as PHP reads an internal function's argument (see `arguments`), converted if
+        /// PHP converts it: `None` when PHP refuses it, with its exception pending. Guarded only.
+        fn convert(argument: Option<&mut Zval>) -> Option<Self>;
     }
 
     impl Rest for () {
         const NAME: Option<&'static str> = None;
         fn read(_: Option<&Zval>) -> Option<Self> {
+            Some(())
+        }
+        fn convert(_: Option<&mut Zval>) -> Option<Self> {
             Some(())
         }
     }
@@ -850,6 +857,10 @@ mod hot {
         const NAME: Option<&'static str> = Some(if LAST_FAILURE_TIME { "lastFailureTime" } else { "status" });
         fn read(argument: Option<&Zval>) -> Option<Self> {
             argument?.dereference().long().map(Self)
+        }
+        fn convert(argument: Option<&mut Zval>) -> Option<Self> {
+            // The second argument, after the service.
+            arguments::long(argument?, 2).map(Self)
         }
     }
 
@@ -1108,9 +1119,16 @@ mod hot {
     /// The service and the rest of the arguments of a call whose argument count was checked
     /// to be `arguments::<R>()`.
     fn frame_arguments<'a, R: Rest>(ex: &ExecuteData) -> (Option<&'a Zval>, Option<&'a Zval>) {
+        let (service, rest) = frame_arguments_mut::<R>(ex);
+        (service.map(|z| &*z), rest.map(|z| &*z))
+    }
+
+    /// The same, to be converted in place as PHP converts an internal function's arguments.
+    fn frame_arguments_mut<'a, R: Rest>(ex: &ExecuteData) -> (Option<&'a mut Zval>, Option<&'a mut Zval>) {
         // SAFETY: the frame holds that many arguments, in its first call slots, and they live
-        // as long as the call; no slot past them is read.
-        unsafe { (ex.zend_call_arg(0).map(|z| &*z), R::NAME.and_then(|_| ex.zend_call_arg(1)).map(|z| &*z)) }
+        // as long as the call; no slot past them is read. Each slot is borrowed once, by the
+        // handler that reads it, which is the frame's only reader while it runs.
+        unsafe { (ex.zend_call_arg(0), R::NAME.and_then(|_| ex.zend_call_arg(1))) }
     }
 
     /// Runs `method` for the call in `ex`, and `set` with its result.
@@ -1159,7 +1177,8 @@ mod hot {
         Some(method(this, service, rest, configured, process::unix_time()))
     }
 
-    /// Every other case, as ext-php-rs's generated handler would run it.
+    /// Every other case, as ext-php-rs's generated handler would run it, with the arguments read
+    /// as PHP reads an internal function's (see `arguments`).
     fn guarded<R: Rest, T>(
         ex: &mut ExecuteData,
         retval: &mut Zval,
@@ -1173,15 +1192,15 @@ mod hot {
             unsafe { ext_php_rs::ffi::zend_wrong_parameters_count_error(expected, expected) };
             return;
         }
-        let invalid = |name: &str| {
-            PhpException::new(format!("Invalid value given for argument `{name}`."), 0, ce::type_error()).throw();
+        // Converting may run PHP code (`__toString()`, an error handler), which may construct
+        // this object again or give it another context: `$this` and the configuration are
+        // read after it, as a generated handler reads them after its arguments.
+        let (service, rest) = frame_arguments_mut::<R>(ex);
+        let Some(service) = service.and_then(|argument| arguments::string(argument, 1)) else {
+            return;
         };
-        let (service, rest) = frame_arguments::<R>(ex);
-        let Some(service) = service.and_then(|argument| BinarySlice::<u8>::from_zval(argument.dereference())) else {
-            return invalid("service");
-        };
-        let Some(rest) = R::read(rest) else {
-            return invalid(R::NAME.unwrap_or("service"));
+        let Some(rest) = R::convert(rest) else {
+            return;
         };
         let Some(this) = this_object(ex) else {
             PhpException::from_message("Failed to retrieve reference to `$this`".into()).throw();
@@ -1189,7 +1208,7 @@ mod hot {
         };
         let result = this
             .configured_now()
-            .and_then(|(configured, now)| method(this, &service, rest, &configured, now).map_err(PhpException::from));
+            .and_then(|(configured, now)| method(this, service, rest, &configured, now).map_err(PhpException::from));
         match result {
             Ok(value) => set(retval, value),
             Err(exception) => exception.throw(),

@@ -21,6 +21,7 @@ use ext_php_rs::ffi::{zend_hash_find, zend_property_info, zend_string, HashTable
 use ext_php_rs::flags::DataType;
 use ext_php_rs::prelude::PhpResult;
 use ext_php_rs::types::{ZendObject, ZendStr, Zval};
+use ext_php_rs::zend::{ClassEntry, ExecutorGlobals};
 use once_cell::sync::OnceCell;
 
 use crate::errors::exception;
@@ -149,7 +150,9 @@ fn find<'a>(table: &'a HashTable, name: &ZendStr) -> Option<&'a Zval> {
 }
 
 /// Reads `context`, asking its configuration only for what its strategy uses (a Rate
-/// configuration has no `failureCountThreshold`, and Ganesha's getter would throw).
+/// configuration has no `failureCountThreshold`, and Ganesha's getter would throw). Each setting
+/// is what the configuration's getter returns: a getter that throws, or returns no int for a
+/// setting the strategy needs, refuses the context.
 pub fn read(context: &ZendObject) -> PhpResult<Read> {
     let names = Names::get();
     let own = |name| own_property(context, CONTEXT, name).map(Zval::shallow_clone);
@@ -164,43 +167,75 @@ pub fn read(context: &ZendObject) -> PhpResult<Read> {
         configuration.object().ok_or_else(|| not_a_context("configuration() did not return an object"))?;
     // Ganesha's `Configuration` getters return `$this->params[<their name>]`.
     let params = own_property(configuration, CONFIGURATION, &names.params).and_then(Zval::array);
-    let setting = |name: &ZendStr| -> PhpResult<Zval> {
-        let method = name.as_str().unwrap_or_default();
-        match params {
-            Some(params) => find(params, name)
-                .map(Zval::shallow_clone)
-                .ok_or_else(|| not_a_context(&format!("its configuration has no {method}"))),
-            None => call(configuration, method),
-        }
-    };
     let long = |name: &ZendStr| {
-        setting(name)?
-            .long()
-            .ok_or_else(|| not_a_context(&format!("{}() did not return an int", name.as_str().unwrap_or_default())))
+        int_setting(configuration, params, name, true)?.ok_or_else(|| not_an_int(name.as_str().unwrap_or_default()))
     };
-    let optional_long = |name: &ZendStr| setting(name).ok().and_then(|value| value.long());
+    let optional_long = |name: &ZendStr| int_setting(configuration, params, name, false);
     let strategy = strategy_of(strategy.as_bytes(), long, optional_long)?;
     let interval_to_half_open = long(&names.interval_to_half_open)?;
-    let keys = setting(&names.storage_keys)?;
+    let keys = match params {
+        Some(params) => find(params, &names.storage_keys)
+            .map(Zval::shallow_clone)
+            .ok_or_else(|| not_a_context("its configuration has no storageKeys"))?,
+        None => call(configuration, "storageKeys")?,
+    };
     let keys = keys.object().ok_or_else(|| not_a_context("storageKeys() did not return an object"))?;
     Ok(Read { strategy, interval_to_half_open, keys: storage_keys(keys)? })
 }
 
+/// The int setting `name` of `configuration`, as its getter of that name returns it; `None`
+/// when a setting that is not `required` is not given (no getter, or, in Ganesha's
+/// `Configuration`, not set: absent or null, as Ganesha's own `isset()` checks tell).
+///
+/// `params`: Ganesha's `Configuration`'s own, whose getters return what it stores under their
+/// name with the getters' `: int` return type: an int stored is what the getter returns, and
+/// anything else stored (a numeric string, a float, a bool) the getter converts under Ganesha's
+/// typing mode, or refuses, so the getter itself is asked for it.
+fn int_setting(
+    configuration: &ZendObject,
+    params: Option<&HashTable>,
+    name: &ZendStr,
+    required: bool,
+) -> PhpResult<Option<i64>> {
+    let method = name.as_str().unwrap_or_default();
+    if let Some(params) = params {
+        let Some(stored) = find(params, name) else {
+            return if required { Err(not_a_context(&format!("its configuration has no {method}"))) } else { Ok(None) };
+        };
+        if let Some(value) = stored.long() {
+            return Ok(Some(value));
+        }
+        if !required && stored.dereference().is_null() {
+            return Ok(None);
+        }
+    }
+    let value = match configuration.try_call_method(method, vec![]) {
+        // No such getter: the setting is not given.
+        Err(_) if !required => return Ok(None),
+        called => checked(called, method)?,
+    };
+    match value.long() {
+        Some(value) => Ok(Some(value)),
+        None if !required && value.is_null() => Ok(None),
+        None => Err(not_an_int(method)),
+    }
+}
+
 /// The strategy named `strategy`, with what its configuration gives: through `long` the
-/// settings it needs, through `optional_long` those it may lack.
+/// settings it needs, through `optional_long` those it may lack (`None` when it does).
 fn strategy_of<E>(
     strategy: &[u8],
     long: impl Fn(&ZendStr) -> Result<i64, E>,
-    optional_long: impl Fn(&ZendStr) -> Option<i64>,
+    optional_long: impl Fn(&ZendStr) -> Result<Option<i64>, E>,
 ) -> Result<Strategy, E> {
     let names = Names::get();
     Ok(if strategy == COUNT_STRATEGY {
-        Strategy::Count { failure_count_threshold: optional_long(&names.failure_count_threshold) }
+        Strategy::Count { failure_count_threshold: optional_long(&names.failure_count_threshold)? }
     } else {
         Strategy::Rate {
             time_window: long(&names.time_window)?,
-            failure_rate_threshold: optional_long(&names.failure_rate_threshold),
-            minimum_requests: optional_long(&names.minimum_requests),
+            failure_rate_threshold: optional_long(&names.failure_rate_threshold)?,
+            minimum_requests: optional_long(&names.minimum_requests)?,
         }
     })
 }
@@ -215,7 +250,14 @@ pub fn read_own(context: &ZendObject) -> Option<Read> {
     let configuration = own_property(context, CONTEXT, &names.configuration)?.object()?;
     let params = own_property(configuration, CONFIGURATION, &names.params)?.array()?;
     let long = |name: &ZendStr| find(params, name)?.long();
-    let strategy = strategy_of(strategy.as_bytes(), |name| long(name).ok_or(()), long).ok()?;
+    // Not set (absent or null), or an int: anything else is what the getter converts or
+    // refuses, which `read` asks it.
+    let optional_long = |name: &ZendStr| match find(params, name) {
+        None => Ok(None),
+        Some(stored) if stored.is_null() => Ok(None),
+        Some(stored) => stored.long().map(Some).ok_or(()),
+    };
+    let strategy = strategy_of(strategy.as_bytes(), |name| long(name).ok_or(()), optional_long).ok()?;
     let interval_to_half_open = long(&names.interval_to_half_open)?;
     let keys = find(params, &names.storage_keys)?.object()?;
     if class_name(keys) != Some(STORAGE_KEYS) {
@@ -282,11 +324,42 @@ fn own_property<'a>(object: &'a ZendObject, class: &[u8], name: &ZendStr) -> Opt
 }
 
 pub fn not_a_context(why: &str) -> PhpException {
-    exception("InvalidArgumentException", format!("setContext() expects Ganesha's Context: {why}."))
+    exception("InvalidArgumentException", not_a_context_message(why))
+}
+
+fn not_a_context_message(why: &str) -> String {
+    format!("setContext() expects Ganesha's Context: {why}.")
+}
+
+fn not_an_int(method: &str) -> PhpException {
+    not_a_context(&format!("{method}() did not return an int"))
 }
 
 fn call(object: &ZendObject, method: &str) -> PhpResult<Zval> {
-    object.try_call_method(method, vec![]).map_err(|_| not_a_context(&format!("it has no method {method}()")))
+    checked(object.try_call_method(method, vec![]), method)
+}
+
+/// What calling `method` gave: a refusal when there is no such method, or when it threw.
+fn checked(called: ext_php_rs::error::Result<Zval>, method: &str) -> PhpResult<Zval> {
+    let value = called.map_err(|_| not_a_context(&format!("it has no method {method}()")))?;
+    if ExecutorGlobals::has_exception() {
+        return Err(threw(method));
+    }
+    Ok(value)
+}
+
+/// The refusal of a context whose getter `method` threw: an `InvalidArgumentException` saying so,
+/// thrown here, over the getter's exception, which PHP makes its previous (as it does for any
+/// exception thrown while another is pending). The `PhpException` returned throws nothing more:
+/// ext-php-rs throws nothing over a pending exception.
+fn threw(method: &str) -> PhpException {
+    let class = ExecutorGlobals::pending_exception_class().unwrap_or_default();
+    let message = not_a_context_message(&format!("{method}() threw {class} (the previous exception)"));
+    if let Some(invalid_argument) = ClassEntry::try_find("InvalidArgumentException") {
+        // Not `PhpException::throw`, which would leave the getter's exception alone.
+        let _ = ext_php_rs::exception::throw_with_code(invalid_argument, 0, &message);
+    }
+    exception("InvalidArgumentException", message)
 }
 
 fn string(object: &ZendObject, method: &str) -> PhpResult<Vec<u8>> {

@@ -9,12 +9,14 @@
 //! * [`context`]: what `setContext()` reads of Ganesha's `Context`;
 //! * [`settings`]: the INI settings and their checks;
 //! * [`process`]: this process's segment, store and clock;
+//! * [`arguments`]: the class's arguments, read as PHP reads an internal function's;
 //! * [`adapter`]: the PHP class;
 //! * [`module`]: what PHP registers, startup, phpinfo.
 
 use ganesha_shm_core::{circuit, fleet, segment, store, table, window};
 
 mod adapter;
+mod arguments;
 mod context;
 mod errors;
 mod metrics;
