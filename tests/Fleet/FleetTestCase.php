@@ -70,28 +70,69 @@ abstract class FleetTestCase extends TestCase
      * @param array<string, int> $ganesha
      * @param list<string> $sidecarFlags more flags for the sidecars
      * @param array<string, array<string, string|int>> $ini more PHP settings, by host name
+     * @param array<string, array<string, string>> $env more environment of PHP and the sidecar, by host name
      * @return list<FleetHost>
      */
-    protected function startHosts(int $count = 3, array $ganesha = self::GANESHA, ?string $redisUrl = null, array $sidecarFlags = [], array $ini = []): array
+    protected function startHosts(int $count = 3, array $ganesha = self::GANESHA, ?string $redisUrl = null, array $sidecarFlags = [], array $ini = [], array $env = []): array
+    {
+        for ($i = 1; $i <= $count; ++$i) {
+            $name = "h{$i}";
+            $this->startHost($name, $ganesha, $redisUrl, $sidecarFlags, $ini[$name] ?? [], $env[$name] ?? []);
+        }
+        $this->waitForSyncs(\array_values($this->hosts), $this->nowMs(), 1);
+
+        return \array_values($this->hosts);
+    }
+
+    /**
+     * Starts one host and its sidecar (--host $label, default its name), without waiting for
+     * a sync.
+     *
+     * @param array<string, int> $ganesha
+     * @param list<string> $sidecarFlags
+     * @param array<string, string|int> $ini
+     * @param array<string, string> $env more environment of its PHP and its sidecar
+     */
+    protected function startHost(string $name, array $ganesha = self::GANESHA, ?string $redisUrl = null, array $sidecarFlags = [], array $ini = [], array $env = [], ?string $label = null): FleetHost
     {
         if ($redisUrl === null) {
             $this->redis ??= RedisServer::start($this->dir);
             $redisUrl = $this->redis->url();
         }
-        for ($i = 1; $i <= $count; ++$i) {
-            $name = "h{$i}";
-            $host = new FleetHost($name, "{$this->dir}/{$name}.segment", $ganesha, "{$this->dir}/{$name}.php.log", $ini[$name] ?? []);
-            $host->snapshot(); // the segment file exists once PHP has started
-            $host->sidecar = FleetSidecar::start([
-                '--segment', $host->segment, '--redis', $redisUrl, '--fleet', $this->fleet, '--host', $name,
-                '--interval-ms', (string) self::INTERVAL_MS, '--connect-timeout-ms', '300', '--command-timeout-ms', '300',
-                ...$sidecarFlags,
-            ], "{$this->dir}/{$name}.fleet.log");
-            $this->hosts[$name] = $host;
-        }
-        $this->waitForSyncs(\array_values($this->hosts), $this->nowMs(), 1);
+        $host = new FleetHost($name, "{$this->dir}/{$name}.segment", $ganesha, "{$this->dir}/{$name}.php.log", $ini, $env);
+        $this->hosts[$name] = $host;
+        $host->snapshot(); // the segment file exists once PHP has started
+        $host->sidecar = FleetSidecar::start($this->sidecarArgs($host, $redisUrl, $label ?? $name, $sidecarFlags), "{$this->dir}/{$name}.fleet.log", $env);
 
-        return \array_values($this->hosts);
+        return $host;
+    }
+
+    /**
+     * The flags of a sidecar of $host, named $label (--host).
+     *
+     * @param list<string> $more
+     * @return list<string>
+     */
+    protected function sidecarArgs(FleetHost $host, string $redisUrl, string $label, array $more = []): array
+    {
+        return [
+            '--segment', $host->segment, '--redis', $redisUrl, '--fleet', $this->fleet, '--host', $label,
+            '--interval-ms', (string) self::INTERVAL_MS, '--connect-timeout-ms', '300', '--command-timeout-ms', '300',
+            ...$more,
+        ];
+    }
+
+    /**
+     * The keys of the test's redis-server matching $pattern (SCAN's glob), sorted.
+     *
+     * @return list<string>
+     */
+    protected function keys(string $pattern = '*'): array
+    {
+        $keys = \array_values(\array_filter(\explode("\n", $this->redis->cli(['--scan', '--pattern', $pattern])['stdout'])));
+        \sort($keys);
+
+        return $keys;
     }
 
     /** CLOCK_MONOTONIC in ms, the clock the segment's sync times are on. */
@@ -136,6 +177,52 @@ abstract class FleetTestCase extends TestCase
         }
 
         return $this->nowMs() - $started;
+    }
+
+    /**
+     * Waits until $keys() lists no key; how long it took. Fails after $seconds, with the TTL of
+     * each key left.
+     *
+     * @param callable(): list<string> $keys
+     */
+    protected function waitForNoKeys(callable $keys, string $what, float $seconds): int
+    {
+        $started = $this->nowMs();
+        $deadline = \microtime(true) + $seconds;
+        while (($left = $keys()) !== []) {
+            if (\microtime(true) > $deadline) {
+                $ttls = [];
+                foreach ($left as $key) {
+                    $ttls[$key] = (int) $this->redis->cli(['TTL', $key])['stdout'];
+                }
+                self::assertSame([], $ttls, "{$what}: keys left after {$seconds} s, with their TTLs");
+            }
+            \usleep(100_000);
+        }
+
+        return $this->nowMs() - $started;
+    }
+
+    /**
+     * The keys of the fleet's services, of version 2 (`ganesha-shm:2:{<fleet>:<shard>}:…`) and of
+     * version 1 (`ganesha-shm:{<fleet>:<service>}`, `ganesha-shm:<fleet>:services`); not the
+     * fleet's keys of its live hosts (`ganesha-shm:2:{<fleet>}:…`).
+     *
+     * @return list<string>
+     */
+    protected function serviceKeys(): array
+    {
+        return \array_values(\array_unique([...$this->keys("*{{$this->fleet}:*"), ...$this->keys("ganesha-shm:{$this->fleet}:*")]));
+    }
+
+    /**
+     * Every key with the fleet's name in it.
+     *
+     * @return list<string>
+     */
+    protected function fleetKeys(): array
+    {
+        return \array_values(\array_unique([...$this->keys("*{{$this->fleet}*"), ...$this->keys("ganesha-shm:{$this->fleet}:*")]));
     }
 
     /** @return array{failures: int, successes: int, rejections: int}|null this host's own counts */

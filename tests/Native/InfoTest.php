@@ -157,8 +157,8 @@ final class InfoTest extends TestCase
         }
         self::assertSame([0, 0, 0, 0], [$fleet['fleet_attached'], $fleet['fleet_sync_interval_ms'], $fleet['fleet_hosts'], $fleet['fleet_sync_errors']], 'no sidecar has synced');
         self::assertArrayNotHasKey('fleet_sync_age_ms', $fleet, 'no sync yet');
-        // Every counter slot holds a second ring, of max_buckets + 2 words.
-        self::assertSame($local['counter_slot_bytes'] + 122 * 8, $fleet['counter_slot_bytes']);
+        // Every counter slot holds a second ring, of max_buckets + 2 words, and its window.
+        self::assertSame($local['counter_slot_bytes'] + 122 * 8 + 8, $fleet['counter_slot_bytes'], 'a second ring, and the word of its window');
     }
 
     /** The shared memory of every slot, with the headroom, shared out over the services. */

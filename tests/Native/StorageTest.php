@@ -155,7 +155,7 @@ final class StorageTest extends TestCase
     {
         return [
             'largest 56-bit' => [2 ** 55 - 1],
-            'smallest 56-bit' => [-(2 ** 55)],
+            'smallest kept: -2^55 + 2^32 (the 2^32 below are the empty values of slots)' => [-(2 ** 55) + 2 ** 32],
             'minus one' => [-1],
             'year 9999' => [253402300799],
         ];
@@ -180,6 +180,8 @@ final class StorageTest extends TestCase
         return [
             '2^55' => [2 ** 55],
             '-2^55 - 1' => [-(2 ** 55) - 1],
+            '-2^55, an empty value' => [-(2 ** 55)],
+            '-2^55 + 2^32 - 1, an empty value' => [-(2 ** 55) + 2 ** 32 - 1],
             'PHP_INT_MAX' => [\PHP_INT_MAX],
             'PHP_INT_MIN' => [\PHP_INT_MIN],
         ];

@@ -21,8 +21,9 @@ final class FleetHost
     /**
      * @param array<string, int> $ganesha Ganesha's settings
      * @param array<string, string|int> $ini more settings of its PHP
+     * @param array<string, string> $env more environment of its PHP (a skewed clock: SkewedClock::env())
      */
-    public function __construct(public readonly string $name, public readonly string $segment, array $ganesha, private readonly string $errors, array $ini = [])
+    public function __construct(public readonly string $name, public readonly string $segment, array $ganesha, private readonly string $errors, array $ini = [], array $env = [])
     {
         $settings = [];
         foreach (['ganesha_shm.path' => $segment, 'ganesha_shm.fleet' => 1] + $ini as $setting => $value) {
@@ -33,7 +34,7 @@ final class FleetHost
             ...$settings,
             \dirname(__DIR__) . '/Fleet/scripts/host.php', \json_encode($ganesha, \JSON_THROW_ON_ERROR), __DIR__ . '/Autoload.php',
         ];
-        $process = \proc_open($command, [0 => ['pipe', 'r'], 1 => ['pipe', 'w'], 2 => ['file', $errors, 'a']], $pipes);
+        $process = \proc_open($command, [0 => ['pipe', 'r'], 1 => ['pipe', 'w'], 2 => ['file', $errors, 'a']], $pipes, null, $env === [] ? null : Command::env($env));
         if (!\is_resource($process)) {
             throw new \RuntimeException("Could not start host {$name}");
         }
@@ -73,6 +74,17 @@ final class FleetHost
     public function snapshot(): array
     {
         return $this->ask(['op' => 'snapshot']);
+    }
+
+    /**
+     * The events Ganesha emitted on this host so far (its subscribe() callback), as
+     * [event, service] pairs: a storage.error is the adapter's StorageException, Ganesha failing open.
+     *
+     * @return list<array{0: string, 1: string}>
+     */
+    public function events(): array
+    {
+        return $this->ask(['op' => 'events'])['events'];
     }
 
     /**

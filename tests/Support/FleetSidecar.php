@@ -14,8 +14,11 @@ final class FleetSidecar
 
     private ?int $exitStatus = null;
 
-    /** @param list<string> $args */
-    private function __construct(private readonly array $args, public readonly string $log)
+    /**
+     * @param list<string> $args
+     * @param array<string, string> $env more environment (a skewed clock: SkewedClock::env())
+     */
+    private function __construct(private readonly array $args, public readonly string $log, private readonly array $env)
     {
     }
 
@@ -34,10 +37,13 @@ final class FleetSidecar
         return $binary;
     }
 
-    /** @param list<string> $args */
-    public static function start(array $args, string $log): self
+    /**
+     * @param list<string> $args
+     * @param array<string, string> $env more environment (a skewed clock: SkewedClock::env())
+     */
+    public static function start(array $args, string $log, array $env = []): self
     {
-        $sidecar = new self($args, $log);
+        $sidecar = new self($args, $log, $env);
         $sidecar->run();
 
         return $sidecar;
@@ -46,7 +52,7 @@ final class FleetSidecar
     public function run(): void
     {
         $this->exitStatus = null;
-        $this->process = \proc_open([self::binary(), ...$this->args], [0 => ['file', '/dev/null', 'r'], 1 => ['file', '/dev/null', 'w'], 2 => ['file', $this->log, 'a']], $pipes);
+        $this->process = \proc_open([self::binary(), ...$this->args], [0 => ['file', '/dev/null', 'r'], 1 => ['file', '/dev/null', 'w'], 2 => ['file', $this->log, 'a']], $pipes, null, $this->env === [] ? null : Command::env($this->env));
         if (!\is_resource($this->process)) {
             throw new \RuntimeException('Could not start the fleet sidecar');
         }
@@ -55,6 +61,28 @@ final class FleetSidecar
     public function pid(): int
     {
         return (int) \proc_get_status($this->process)['pid'];
+    }
+
+    /** Its resident memory (VmRSS of /proc/<pid>/status), in kB. */
+    public function rssKb(): int
+    {
+        return ProcFs::statusKb($this->pid(), 'VmRSS');
+    }
+
+    /** How many lines of its log hold every one of $texts (read line by line: a flooded log may be large). */
+    public function logLines(string ...$texts): int
+    {
+        $log = @\fopen($this->log, 'r');
+        if ($log === false) {
+            return 0;
+        }
+        $count = 0;
+        while (($line = \fgets($log)) !== false) {
+            $count += (int) \array_reduce($texts, fn (bool $all, string $text) => $all && \str_contains($line, $text), true);
+        }
+        \fclose($log);
+
+        return $count;
     }
 
     public function logText(): string

@@ -154,7 +154,10 @@ fn run(config: Config) -> ExitCode {
         if link.is_none() {
             match Link::connect(&config) {
                 Ok(connected) => {
-                    log(&format!("connected to {}", config::redacted(&config.redis)));
+                    // Once, not at each retry of a run of failed syncs: "resumed" ends the run.
+                    if retry.failures == 0 {
+                        log(&format!("connected to {}", config::redacted(&config.redis)));
+                    }
                     link = Some(connected);
                     // Redis may have restarted empty meanwhile: publish everything again.
                     syncer.forget_published();

@@ -29,7 +29,8 @@
 -- reads what changed.
 -- Reply: Redis's time (seconds), the shard's version, this host's counts of the shard when
 -- asked (a flat field, count list, the fields with their service) else false, the services
--- not sent that another host changed (a flat list of service, version, sums), then per service
+-- not sent that another host changed (a flat list of service, version, sums, skipped), then
+-- per service
 -- sent either 0 (not looked at: nothing to do), or {version, error, rejected, recounted,
 -- skipped, sums}:
 --   error: "" or why the service was skipped (a key of another type: its data is not ours);
@@ -47,6 +48,10 @@ local MAX_COUNT = 268435455
 -- Changes kept in the shard's sorted set: a host that last read the shard longer ago than that
 -- many changes looks at every service.
 local CHANGES_KEPT = 100000
+-- The most fields a hash of ours is read with, the most services read as changed, the most
+-- hosts a sum is recounted from: past them, what Redis holds is not ganesha-shm's (someone
+-- wrote it there), and reading it would cost every service of the shard; it costs its own.
+local MAX_FIELDS, MAX_CHANGED, MAX_HOSTS = 20000, 10000, 10000
 
 local function failed(reply)
   return type(reply) == 'table' and reply.err
@@ -72,6 +77,13 @@ end
 -- The fields of a hash whose values are counts, flattened: those of a bucket (`pattern`);
 -- and how many fields were neither those nor `v`.
 local function counts_of(key, pattern)
+  local length = redis.pcall('HLEN', key)
+  if failed(length) then
+    return {}, 0
+  end
+  if length > MAX_FIELDS then
+    return {}, length
+  end
   local all = redis.pcall('HGETALL', key)
   if failed(all) then
     return {}, 0
@@ -91,9 +103,13 @@ end
 
 -- Each host's count of `field` of `service`, added up: the sum, as it should be.
 local function recount(service, field)
-  local hosts = redis.pcall('SMEMBERS', hosts_key)
-  if failed(hosts) then
-    hosts = {}
+  local members = redis.pcall('SCARD', hosts_key)
+  local hosts = {}
+  if not failed(members) and members <= MAX_HOSTS then
+    hosts = redis.pcall('SMEMBERS', hosts_key)
+    if failed(hosts) then
+      hosts = {}
+    end
   end
   local seen, total = {}, 0
   hosts[#hosts + 1] = host
@@ -110,6 +126,9 @@ end
 -- `command` on `key` with `args`, in calls of at most 1,000 arguments (Lua's unpack has a
 -- limit); the replies of HMGET joined. `args` of a HSET come in pairs, and 1,000 is even.
 local function chunked(command, key, args)
+  if #args <= 1000 then
+    return redis.pcall(command, key, unpack(args))
+  end
   local replies = {}
   for first = 1, #args, 1000 do
     local reply = redis.pcall(command, key, unpack(args, first, math.min(first + 999, #args)))
@@ -142,14 +161,16 @@ elseif shard then
   shard_version = tonumber(shard)
 end
 -- The services another host changed since this host's version of the shard; nil: all.
-local changed_since = nil
+local changed_since, look_at_all = nil, false
 local known = tonumber(known_shard)
 if shard_version and known and known <= shard_version and shard_version - known < CHANGES_KEPT then
   changed_since = {}
   if known < shard_version then
-    local names = redis.pcall('ZRANGEBYSCORE', changes_key, '(' .. known, '+inf')
-    if failed(names) then
-      changed_since = nil
+    local count = redis.pcall('ZCOUNT', changes_key, '(' .. known, '+inf')
+    local names = (not failed(count) and count <= MAX_CHANGED) and redis.pcall('ZRANGEBYSCORE', changes_key, '(' .. known, '+inf')
+    if not names or failed(names) then
+      -- The host looks at every service it counts at its next sync.
+      changed_since, look_at_all = nil, true
     else
       for _, name in ipairs(names) do
         changed_since[name] = true
@@ -178,7 +199,7 @@ local function sync(sums, service, known_version, keep, n, d, at)
     return { false, own .. ': ' .. own_failed, 0, 0, 0, false }, false
   end
   local version = tonumber(read[1]) or 0
-  local others_changed = known_version ~= tostring(version) and (not changed_since or changed_since[service])
+  local others_changed = known_version ~= tostring(version)
 
   local sums_set, recounts, rejected, changed = {}, {}, 0, false
   for u = 0, n - 1 do
@@ -326,7 +347,7 @@ if #changed_services > 0 and shard_version then
   expire(version_key, longest)
   expire(changes_key, longest)
 end
-if shard_version then
+if shard_version and not look_at_all then
   reply[2] = tostring(shard_version)
 end
 if changed_since then
@@ -335,11 +356,12 @@ if changed_since then
     if not listed[service] then
       local sums = sums_prefix .. service
       local version = redis.pcall('HGET', sums, 'v')
-      local counts = counts_of(sums, '^[1-9]%d*:[012]:%d+$')
+      local counts, skipped = counts_of(sums, '^[1-9]%d*:[012]:%d+$')
       if not failed(version) then
         extra[#extra + 1] = service
         extra[#extra + 1] = version or '0'
         extra[#extra + 1] = counts
+        extra[#extra + 1] = skipped
       end
     end
   end

@@ -423,11 +423,12 @@ impl Syncer {
             }
             // The services another host changed, of those this host did not send.
             if let Value::Array(changed) = changed {
-                for triple in changed.chunks_exact(3) {
-                    let [Value::BulkString(service), version, sums] = triple else { continue };
+                for four in changed.chunks_exact(4) {
+                    let [Value::BulkString(service), version, sums, skipped] = four else { continue };
                     if let Some(state) = self.services.get_mut(&service[..]) {
                         state.version = Some(text(version));
                         take_sums(state, service, sums, &mut report);
+                        note_skipped(&self.config.fleet, service, skipped, &mut report);
                     }
                 }
             }
@@ -497,10 +498,7 @@ impl Syncer {
         }
         report.rejected += int(rejected).unwrap_or(0) as u64;
         report.republished += int(recounted).unwrap_or(0) as usize;
-        let skipped = int(skipped).unwrap_or(0) as u64;
-        if skipped > 0 {
-            report.bad_fields.push((fleet::sums_key(&self.config.fleet, &sent.service), skipped));
-        }
+        note_skipped(&self.config.fleet, &sent.service, skipped, report);
         let state = self.services.get_mut(&sent.service).expect("every service answered was sent");
         let was_known = state.version.is_some();
         let duration = state.window.bucket_duration;
@@ -514,11 +512,20 @@ impl Syncer {
                     *sum = (*sum + update.count).saturating_sub(before);
                 }
             }
-            state.changed |= !sent.updates.is_empty();
+            // This host's own counts moved the sums as much as what it published: what the
+            // other hosts counted, and so the fleet ring, is as it was.
         }
         state.version = Some(text(version));
         take_sums(state, &sent.service, sums, report);
         Ok(())
+    }
+}
+
+/// The fields of the sums of `service` the script skipped, when there were any.
+fn note_skipped(fleet: &str, service: &[u8], skipped: &Value, report: &mut Report) {
+    let skipped = int(skipped).unwrap_or(0) as u64;
+    if skipped > 0 {
+        report.bad_fields.push((fleet::sums_key(fleet, service), skipped));
     }
 }
 
