@@ -81,6 +81,14 @@ impl Configured {
     /// slot's lifetime.
     #[inline(never)]
     fn keep_service_until(&self, store: &Store<'_>, table: TableKind, key: &[u8], now: u64, until: u64) {
+        if let (Strategy::FleetRate(window, _), TableKind::Counters) = (&self.strategy, table) {
+            // Fleet mode: the sidecar names the buckets by their start and duration, so the
+            // window is noted whenever a write made or renewed a counter's slot (a count, or
+            // the failure time Ganesha saves before it): once per 1/16 of the slot's lifetime,
+            // so a window a deploy changed is noted that soon. A slot recycled meanwhile is
+            // another key's business.
+            let _ = store.note_fleet_window(key, window);
+        }
         let Some(service) = self.storage_keys.service_of(key) else {
             return;
         };
@@ -486,16 +494,6 @@ fn fleet_figures(
     })
 }
 
-/// Fleet mode: notes the window of a counter whose slot a write made or renewed, for the
-/// sidecar, which names the buckets by their start and duration. Once per renewal, so once per
-/// 1/16 of the slot's lifetime: a window changed by a deploy is noted that soon.
-fn note_fleet_window(store: &Store<'_>, key: &[u8], window: &Window, renewed: Renewed) {
-    if renewed.is_some() {
-        // A slot recycled meanwhile is another key's business; a key too long has no slot.
-        let _ = store.note_fleet_window(key, window);
-    }
-}
-
 /// The methods Ganesha calls on every request, registered by `hot::register`. Each takes the
 /// configuration and the time its caller read, and runs no PHP code: it refuses a call with a
 /// [`Refusal`], never an exception.
@@ -517,12 +515,7 @@ impl AbstractSlidingTimeWindowShm {
     fn increment_at(&self, service: &[u8], configured: &Configured, now: u64) -> Result<(), Refusal> {
         let store = process::store()?;
         let renewed = match &configured.strategy {
-            Strategy::Rate(window) => store.increment(service, window, now),
-            Strategy::FleetRate(window, _) => {
-                let renewed = store.increment(service, window, now)?;
-                note_fleet_window(store, service, window, renewed);
-                Ok(renewed)
-            }
+            Strategy::Rate(window) | Strategy::FleetRate(window, _) => store.increment(service, window, now),
             Strategy::Count => store.increment_count(service, now),
         }?;
         configured.keep_service(store, TableKind::Counters, service, now, renewed);
@@ -562,11 +555,6 @@ impl AbstractSlidingTimeWindowShm {
         check_range("lastFailureTime", time, timed::MIN_VALUE, timed::MAX_VALUE)?;
         let store = process::store()?;
         let renewed = store.save_last_failure_time(service, time, configured.last_failure_ttl(), now)?;
-        if let Strategy::FleetRate(window, _) = &configured.strategy {
-            // Ganesha saves the failure time before it counts the failure: this may be what
-            // made the counter's slot.
-            note_fleet_window(store, service, window, renewed);
-        }
         configured.keep_service(store, TableKind::Counters, service, now, renewed);
         Ok(())
     }
