@@ -13,9 +13,9 @@
 # and, in a sidecar of its own, a fourth:
 #   fleet   after another host changed every service too: every sum is read again (what every
 #           sync costs when the whole fleet is busy).
-# For each: the sidecar's CPU (its own report), Redis's CPU (INFO cpu, before and after), the
-# bytes Redis sent, and the fleet's load on Redis at a 1 s interval: Redis's CPU per host sync
-# times the hosts. Then Redis's memory per service and host (INFO used_memory after the fill).
+# For each: the sidecar's CPU (its own report), Redis's CPU (INFO cpu, before and after, less
+# what Redis spends idle over the same time), the bytes Redis sent, and the fleet's load on Redis
+# at a 1 s interval: Redis's CPU per host sync times the hosts. Then Redis's memory per service and host (INFO used_memory after the fill).
 #
 #   bash benches/fleet.sh            # HOSTS="2 10 30 100" SERVICES=1000
 #
@@ -70,27 +70,54 @@ copy_as_new_host() {
     head -c 8 /dev/urandom | dd of="$1" bs=8 seek=16 conv=notrunc status=none
 }
 
-redis_cpu() { cli info cpu | awk -F: '/^used_cpu_(sys|user):/ { sum += $2 } END { printf "%.6f", sum }'; }
+# Redis's CPU seconds, less what it spends on its own (its timers, and these INFO calls) at the
+# idle rate measured before the first row: what the syncs cost alone.
+redis_cpu_raw() { cli info cpu | awk -F: '/^used_cpu_(sys|user):/ { sum += $2 } END { printf "%.6f", sum }'; }
+redis_cpu() { awk -v c="$(redis_cpu_raw)" -v t="$(date +%s.%N)" -v r="$idle_rate" 'BEGIN { printf "%.6f", c - r * t }'; }
+idle_rate=0
+idle_from=$(redis_cpu_raw)
+idle_at=$(date +%s.%N)
+for _ in 1 2 3 4 5 6 7 8 9 10; do sleep 0.5; redis_cpu_raw >/dev/null; done
+idle_rate=$(awk -v a="$(redis_cpu_raw)" -v b="$idle_from" -v t="$(date +%s.%N)" -v s="$idle_at" 'BEGIN { printf "%.9f", (a - b) / (t - s) }')
 redis_sent() { cli info stats | awk -F: '/^total_net_output_bytes:/ { print $2 + 0 }'; }
-
-# One row: label, hosts, the sidecar's report line, Redis CPU (s) and bytes sent during the sync.
-row() {
-    local label=$1 hosts=$2 line=$3 cpu=$4 bytes=$5
-    local sidecar_cpu redis_ms
-    sidecar_cpu=$(sed -nE 's/.*, ([0-9.]+) ms of CPU$/\1/p' <<<"$line")
-    redis_ms=$(awk -v c="$cpu" 'BEGIN { printf "%.1f", c * 1000 }')
-    printf '| %s | %s | %s ms | %s ms | %s | %s %% |\n' "$hosts" "$label" "$sidecar_cpu" "$redis_ms" "$bytes" \
-        "$(awk -v c="$cpu" -v h="$hosts" 'BEGIN { printf "%.0f", c * h * 100 }')"
+# Microseconds Redis spent in the sync's script calls since the last reset (INFO commandstats'
+# EVALSHA, which counts the commands the script runs; the few marks beside it cost microseconds):
+# precise, where INFO cpu has Redis's timers in it; without the reading and writing of the
+# connection.
+redis_usec() {
+    cli info commandstats | awk -F'[=,:]' '$1 == "cmdstat_evalsha" { sum += $5 } END { print sum + 0 }'
+}
+# Starts a sync's figures: zeroes the command statistics and the bytes sent.
+start_figures() {
+    cli config resetstat >/dev/null
+    cpu=$(redis_cpu)
+    sent=$(redis_sent)
 }
 
-php_on "$work/filled.segment" fill
+# One row, from the sync's figures started by start_figures: label, hosts, the sidecar's report line.
+row() {
+    local label=$1 hosts=$2 line=$3
+    local sidecar_cpu redis_ms usec bytes
+    sidecar_cpu=$(sed -nE 's/.*, ([0-9.]+) ms of CPU$/\1/p' <<<"$line")
+    bytes=$(($(redis_sent) - sent))
+    usec=$(redis_usec)
+    redis_ms=$(awk -v a="$(redis_cpu)" -v b="$cpu" 'BEGIN { printf "%.1f", (a - b) * 1000 }')
+    printf '| %s | %s | %s ms | %s ms | %.1f ms | %s | %s %% |\n' "$hosts" "$label" "$sidecar_cpu" "$redis_ms" \
+        "$(awk -v u="$usec" 'BEGIN { print u / 1000 }')" "$bytes" \
+        "$(awk -v u="$usec" -v h="$hosts" 'BEGIN { printf "%.0f", u / 1e6 * h * 100 }')"
+}
+
 echo "Fleet sidecar: one host's syncs, $services services counted by every host, events in 10 buckets (one redis-server, loopback)"
+echo "(Redis idle, sampled as below: $(awk -v r="$idle_rate" 'BEGIN { printf "%.2f", r * 1000 }') ms of CPU a second, taken off each sync's figure)"
 echo
-echo "| hosts | sync | sidecar CPU | Redis CPU | bytes Redis sent | the fleet's Redis load at 1 s |"
-echo "|---|---|---|---|---|---|"
+echo "| hosts | sync | sidecar CPU | Redis CPU (INFO cpu) | Redis CPU in the script | bytes Redis sent | the fleet's Redis load at 1 s (in the script) |"
+echo "|---|---|---|---|---|---|---|"
 memory_rows=()
 for hosts in ${HOSTS:-2 10 30 100}; do
     cli flushall >/dev/null
+    # Filled afresh for each row, so that every bucket is still in the window when it is measured.
+    rm -f "$work/filled.segment"
+    php_on "$work/filled.segment" fill
     empty=$(cli info memory | awk -F: '/^used_memory:/ { print $2 + 0 }')
     for ((i = 1; i < hosts; ++i)); do
         copy_as_new_host "$work/other.segment"
@@ -106,20 +133,16 @@ for hosts in ${HOSTS:-2 10 30 100}; do
     # Three syncs 3 s apart; Redis's counters are read as each sync's line comes, and the
     # busy step runs right after the steady sync.
     n=0
-    cpu=$(redis_cpu)
-    sent=$(redis_sent)
+    start_figures
     while IFS= read -r line; do
         n=$((n + 1))
-        cpu_after=$(redis_cpu)
-        sent_after=$(redis_sent)
         case $n in
-            1) row first "$hosts" "$line" "$(awk -v a="$cpu_after" -v b="$cpu" 'BEGIN { print a - b }')" $((sent_after - sent)) ;;
-            2) row steady "$hosts" "$line" "$(awk -v a="$cpu_after" -v b="$cpu" 'BEGIN { print a - b }')" $((sent_after - sent))
+            1) row first "$hosts" "$line" ;;
+            2) row steady "$hosts" "$line"
                php_on "$work/host.segment" busy ;;
-            3) row busy "$hosts" "$line" "$(awk -v a="$cpu_after" -v b="$cpu" 'BEGIN { print a - b }')" $((sent_after - sent)) ;;
+            3) row busy "$hosts" "$line" ;;
         esac
-        cpu=$(redis_cpu)
-        sent=$(redis_sent)
+        start_figures
     done < <("$sidecar" --segment "$work/host.segment" --redis "redis://127.0.0.1:$port" --fleet bench --host measured \
         --interval-ms 3000 --syncs 3 2>>"$work/sidecar.log")
 
@@ -132,10 +155,9 @@ for hosts in ${HOSTS:-2 10 30 100}; do
                 php_on "$work/other.segment" busy
                 "$sidecar" --segment "$work/other.segment" --redis "redis://127.0.0.1:$port" --fleet bench --host other \
                     --interval-ms 100 --syncs 1 >/dev/null 2>>"$work/sidecar.log"
-                cpu=$(redis_cpu)
-                sent=$(redis_sent)
+                start_figures
             else
-                row fleet "$hosts" "$line" "$(awk -v a="$(redis_cpu)" -v b="$cpu" 'BEGIN { print a - b }')" $(($(redis_sent) - sent))
+                row fleet "$hosts" "$line"
             fi
         done < <("$sidecar" --segment "$work/host.segment" --redis "redis://127.0.0.1:$port" --fleet bench --host measured \
             --interval-ms 3000 --syncs 2 2>>"$work/sidecar.log")
