@@ -88,6 +88,29 @@ final class FleetFaultsTest extends FleetTestCase
     }
 
     /**
+     * The clock bound: a host whose clock is more than 60 s ahead of Redis's shares none of the
+     * buckets it stamps past the bound (they would sit in every other host's future), and says
+     * so in one line, not one a sync; the others' counts reach it and each other as before.
+     */
+    public function testAHostMoreThanTheBoundAheadSharesNothingAndSaysSoOnce(): void
+    {
+        self::skipWithoutSkewedClock();
+        [$a, $b, $far] = $this->startHosts(3, self::counting(600), null, [], [], ['h3' => SkewedClock::env($this->dir, 90)]);
+        $service = self::service('far');
+        $a->record($service, 2);
+        $b->record($service, 3);
+        $far->record($service, 5);
+        $this->waitForSyncs([$a, $b, $far], $this->nowMs(), 3);
+        $this->waitForSyncs([$a, $b, $far], $this->nowMs(), 3);
+
+        self::assertSame(5, self::fleetCounts($a, $service)['failures'] ?? null, "a's view: a's and b's, nothing of the host 90 s ahead");
+        self::assertSame(5, self::fleetCounts($b, $service)['failures'] ?? null);
+        self::assertSame(10, self::fleetCounts($far, $service)['failures'] ?? null, 'the host ahead still reads the others');
+        self::assertSame(1, $far->sidecar->logLines("ahead of Redis's"), "one line:\n" . $far->sidecar->logText());
+        self::assertSame(0, $a->sidecar->logLines("ahead of Redis's"));
+    }
+
+    /**
      * Defect 3: a rolling deploy erased counts. With one service counted in 2 s buckets on the
      * hosts of a 120 s window and in 1 s buckets on the host already deployed with 60 s, version
      * 1's buckets shared ring positions, and one failure of the 60 s host removed the 120 s hosts'

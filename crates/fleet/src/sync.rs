@@ -176,6 +176,13 @@ struct Sent {
 /// two buckets the rings keep beyond it (see `window::Ring`), whatever this host's window.
 const LONGEST_READ: u64 = ganesha_shm_core::window::MAX_BUCKETS + 2;
 
+/// Whether no window may read `bucket` at `now` any more, and the clock bound has passed since
+/// (Redis checks it again before it deletes it). Saturating: a start read from Redis may be any
+/// number.
+fn gone(bucket: &BucketName, now: u64) -> bool {
+    bucket.start.saturating_add(bucket.duration.saturating_mul(LONGEST_READ)).saturating_add(CLOCK_BOUND_S) < now
+}
+
 /// What the sidecar keeps between syncs.
 pub struct Syncer {
     config: Config,
@@ -227,8 +234,23 @@ impl Syncer {
             }
         }
         // A service this host no longer counts is synced no more: its counts in Redis, and the
-        // fleet's in its ring, leave the window on their own.
-        self.services.retain(|service, _| counted.contains_key(service));
+        // fleet's in its ring, leave the window on their own. What it published of it is kept
+        // while Redis may hold it, should it count the service again.
+        let shards = &mut self.shards;
+        self.services.retain(|service, state| {
+            let counts = counted.contains_key(service);
+            if !counts {
+                let shard = shards.entry(fleet::shard_of(service)).or_default();
+                shard.published.insert(service.clone(), std::mem::take(&mut state.published));
+            }
+            counts
+        });
+        for shard in self.shards.values_mut() {
+            shard.published.retain(|_, published| {
+                published.retain(|bucket, _| !gone(bucket, now));
+                !published.is_empty()
+            });
+        }
         report.services = counted.len();
 
         // 1. What each service sends, by shard.
@@ -258,10 +280,11 @@ impl Syncer {
                 }
             }
             let read_now = |bucket: &BucketName| {
-                bucket.start + FleetWindow { bucket_duration: bucket.duration, ..window }.lifetime() + margin >= now
+                // Saturating: a start read from Redis may be any number.
+                bucket.start.saturating_add(FleetWindow { bucket_duration: bucket.duration, ..window }.lifetime() + margin) >= now
             };
             // Read by no window any more, the clock bound past that (Redis checks it again).
-            let gone = |bucket: &BucketName| bucket.start + bucket.duration * LONGEST_READ + CLOCK_BOUND_S < now;
+            let gone = |bucket: &BucketName| gone(bucket, now);
             // What it published and no longer counts, in buckets still read (a reset): 0.
             let known = shard.version.is_some();
             let mut updates: Vec<Update> = state
@@ -291,10 +314,10 @@ impl Syncer {
             let newest_own = wanted.keys().map(|bucket| bucket.start).max().unwrap_or(now);
             let newest_read =
                 state.sums.keys().map(|bucket| bucket.start).filter(|&start| start <= now + CLOCK_BOUND_S).max();
-            let own_until = newest_own + window.lifetime() + margin;
-            let kept_until = own_until.max(newest_read.map_or(0, |start| start + window.lifetime() + margin));
+            let own_until = newest_own.saturating_add(window.lifetime() + margin);
+            let kept_until = own_until.max(newest_read.map_or(0, |start| start.saturating_add(window.lifetime() + margin)));
             let keep = if state.version.is_none() || kept_until > state.kept_until {
-                state.kept_until = kept_until + window.lifetime() / 8;
+                state.kept_until = kept_until.saturating_add(window.lifetime() / 8);
                 state.kept_until - now
             } else {
                 0
@@ -467,7 +490,7 @@ impl Syncer {
                 let key = [&service[..], suffix].concat();
                 // Kept as long as the newest of the fleet's buckets is read, never longer: so
                 // that the fleet's data never keeps a slot alive on its own.
-                let keep_until = newest.map_or(now + 1, |start| start + window.lifetime());
+                let keep_until = newest.map_or(now + 1, |start| start.saturating_add(window.lifetime()));
                 match store.write_fleet_buckets(&key, now, keep_until, window, &ring, newest.is_some()) {
                     Ok(()) => report.written += usize::from(newest.is_some()),
                     Err(error) => report.refused.push((key, format!("{:?}", error.error))),
