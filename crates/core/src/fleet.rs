@@ -206,7 +206,11 @@ pub fn parse_bucket_field(field: &[u8]) -> Option<BucketName> {
             .flatten()
     };
     let (duration, counter, start) = (number(parts.next())?, number(parts.next())?, number(parts.next())?);
-    (parts.next().is_none() && duration > 0 && counter < 3).then_some(BucketName { duration, counter: counter as u8, start })
+    (parts.next().is_none() && duration > 0 && counter < 3).then_some(BucketName {
+        duration,
+        counter: counter as u8,
+        start,
+    })
 }
 
 /// A count as Redis holds it: a decimal from 0 to [`MAX_COUNT`]; `None` for anything else.
@@ -303,7 +307,10 @@ mod tests {
         let shard = shard_of(service);
         let tag = format!("ganesha-shm:2:{{shop:{shard}}}");
         assert_eq!(sums_key("shop", service), format!("{tag}:s:ganesha_db").into_bytes());
-        assert_eq!(shard_keys("shop", shard), [format!("{tag}:v"), format!("{tag}:c"), format!("{tag}:hosts")].map(String::into_bytes));
+        assert_eq!(
+            shard_keys("shop", shard),
+            [format!("{tag}:v"), format!("{tag}:c"), format!("{tag}:hosts")].map(String::into_bytes)
+        );
         assert_eq!(host_key("shop", shard, 0xab), format!("{tag}:h:00000000000000ab").into_bytes());
         assert!(host_key("shop", shard, 7).starts_with(&host_key_prefix("shop", shard)));
         assert_eq!(hosts_key("shop"), b"ganesha-shm:2:{shop}:hosts");

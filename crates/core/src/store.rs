@@ -480,7 +480,8 @@ impl<'a> Store<'a> {
         buckets: &[Option<(Lap, u64)>],
         create: bool,
     ) -> Result<(), StoreError> {
-        let (Some(fleet_ring), Some(window_at)) = (self.fleet_ring.filter(|_| keep_until > now), self.fleet_window_at())
+        let (Some(fleet_ring), Some(window_at)) =
+            (self.fleet_ring.filter(|_| keep_until > now), self.fleet_window_at())
         else {
             return Ok(());
         };
@@ -1400,7 +1401,8 @@ mod tests {
         let until = store.save_status(b"a_status", STATUS_TRIPPED, T0).unwrap().expect("a new slot is a renewal");
         assert_eq!(until, T0 + STATUS_TTL);
         store.keep(&counters, &[], T0, until);
-        let renewed = store.save_status(b"a_status", STATUS_TRIPPED, T0 + 1).unwrap().expect("renewed, with its margin");
+        let renewed =
+            store.save_status(b"a_status", STATUS_TRIPPED, T0 + 1).unwrap().expect("renewed, with its margin");
         assert_eq!(renewed, T0 + 1 + STATUS_TTL + STATUS_TTL / 16);
         store.keep(&counters, &[], T0 + 1, renewed);
         // The service's three counters fill the table: a fourth key needs one of their slots.

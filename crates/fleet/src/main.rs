@@ -15,9 +15,9 @@ use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use ganesha_shm_core::fleet::host_id_text;
 use ganesha_shm_core::fleet::{monotonic_ms, SyncState};
 use ganesha_shm_core::segment::{guard, Refusal, Segment};
-use ganesha_shm_core::fleet::host_id_text;
 use ganesha_shm_core::store::{Layout, Store};
 
 use crate::config::{Command, Config};

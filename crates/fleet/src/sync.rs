@@ -276,12 +276,18 @@ impl Syncer {
             let mut wanted: BTreeMap<BucketName, u64> = BTreeMap::new();
             for (counter, counter_window, buckets) in counters {
                 for &(start, count) in buckets {
-                    wanted.insert(BucketName { duration: counter_window.bucket_duration, counter: *counter, start }, count);
+                    wanted.insert(
+                        BucketName { duration: counter_window.bucket_duration, counter: *counter, start },
+                        count,
+                    );
                 }
             }
             let read_now = |bucket: &BucketName| {
                 // Saturating: a start read from Redis may be any number.
-                bucket.start.saturating_add(FleetWindow { bucket_duration: bucket.duration, ..window }.lifetime() + margin) >= now
+                bucket
+                    .start
+                    .saturating_add(FleetWindow { bucket_duration: bucket.duration, ..window }.lifetime() + margin)
+                    >= now
             };
             // Read by no window any more, the clock bound past that (Redis checks it again).
             let gone = |bucket: &BucketName| gone(bucket, now);
@@ -299,10 +305,15 @@ impl Syncer {
                         .map(|(&bucket, &count)| (bucket, count, state.published.get(&bucket).copied())),
                 )
                 // Before the shard's first sync this host does not know what Redis holds of it.
-                .map(|(bucket, count, published)| Update { bucket, expected: known.then(|| published.unwrap_or(0)), count })
+                .map(|(bucket, count, published)| Update {
+                    bucket,
+                    expected: known.then(|| published.unwrap_or(0)),
+                    count,
+                })
                 .collect();
             updates.sort_by_key(|update| update.bucket);
-            let mut old: Vec<BucketName> = state.published.keys().chain(state.sums.keys()).copied().filter(gone).collect();
+            let mut old: Vec<BucketName> =
+                state.published.keys().chain(state.sums.keys()).copied().filter(gone).collect();
             old.sort();
             old.dedup();
             state.published.retain(|bucket, _| !gone(bucket));
@@ -315,7 +326,8 @@ impl Syncer {
             let newest_read =
                 state.sums.keys().map(|bucket| bucket.start).filter(|&start| start <= now + CLOCK_BOUND_S).max();
             let own_until = newest_own.saturating_add(window.lifetime() + margin);
-            let kept_until = own_until.max(newest_read.map_or(0, |start| start.saturating_add(window.lifetime() + margin)));
+            let kept_until =
+                own_until.max(newest_read.map_or(0, |start| start.saturating_add(window.lifetime() + margin)));
             let keep = if state.version.is_none() || kept_until > state.kept_until {
                 state.kept_until = kept_until.saturating_add(window.lifetime() / 8);
                 state.kept_until - now
@@ -367,7 +379,12 @@ impl Syncer {
                 .arg(fleet::sums_key_prefix(&self.config.fleet, shard));
             for service in services {
                 let version = self.services[&service.service].version.clone().unwrap_or_default();
-                command.arg(&service.service[..]).arg(version).arg(service.keep).arg(service.updates.len()).arg(service.gone.len());
+                command
+                    .arg(&service.service[..])
+                    .arg(version)
+                    .arg(service.keep)
+                    .arg(service.updates.len())
+                    .arg(service.gone.len());
                 for update in &service.updates {
                     command
                         .arg(fleet::bucket_field(update.bucket))
@@ -386,7 +403,13 @@ impl Syncer {
         let hosts = fleet::hosts_key(&self.config.fleet);
         let live_s = (3 * interval_ms).div_ceil(1000).max(2);
         commands.push(redis::cmd("ZADD").arg(&hosts).arg(redis_time).arg(&host_id).to_owned());
-        commands.push(redis::cmd("ZREMRANGEBYSCORE").arg(&hosts).arg("-inf").arg(redis_time.saturating_sub(live_s + 1)).to_owned());
+        commands.push(
+            redis::cmd("ZREMRANGEBYSCORE")
+                .arg(&hosts)
+                .arg("-inf")
+                .arg(redis_time.saturating_sub(live_s + 1))
+                .to_owned(),
+        );
         commands.push(redis::cmd("ZCOUNT").arg(&hosts).arg(redis_time.saturating_sub(live_s)).arg("+inf").to_owned());
         commands.push(redis::cmd("EXPIRE").arg(&hosts).arg(live_s + 1).to_owned());
         commands.push(
@@ -479,7 +502,11 @@ impl Syncer {
                 let mut ring = vec![None; store.ring_len()];
                 let mut newest = None;
                 for (bucket, (index, lap)) in store.ring_range(window, now) {
-                    let name = BucketName { duration: window.bucket_duration, counter, start: bucket * window.bucket_duration };
+                    let name = BucketName {
+                        duration: window.bucket_duration,
+                        counter,
+                        start: bucket * window.bucket_duration,
+                    };
                     let sum = state.sums.get(&name).copied().unwrap_or(0);
                     let others = sum.saturating_sub(state.published.get(&name).copied().unwrap_or(0));
                     if others > 0 {
