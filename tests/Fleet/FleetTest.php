@@ -149,6 +149,30 @@ final class FleetTest extends FleetTestCase
         self::report(\sprintf('Redis killed: slowest report %.2f ms; rebuilt %d ms after the restart', $slowest, $back));
     }
 
+    /**
+     * Redis flushed under live connections (FLUSHALL, or a failover to an empty replica that
+     * keeps the connections): no sidecar reconnects, and a host whose counts did not change
+     * would send nothing; each finds the shards' versions behind its own, and publishes again.
+     */
+    public function testRedisFlushedUnderLiveConnectionsIsRebuiltFromTheHosts(): void
+    {
+        $hosts = $this->startHosts();
+        $service = self::service('flushall');
+        foreach ($hosts as $host) {
+            $host->record($service, 2);
+        }
+        $this->waitForSyncs($hosts, $this->nowMs());
+
+        self::assertSame("OK\n", $this->redis->cli(['FLUSHALL'])['stdout']);
+        $flushed = $this->nowMs();
+        $this->waitForSyncs($hosts, $flushed, 3);
+        foreach ($hosts as $host) {
+            self::assertSame(6, self::fleetCounts($host, $service)['failures'] ?? null, "{$host->name}: rebuilt from what the hosts publish again:\n" . $this->logs());
+            self::assertStringContainsString('publishing it again', $host->sidecar->logText());
+        }
+        self::assertNotSame([], $this->keys('*' . $service . '*'), 'the sums are back in Redis');
+    }
+
     public function testASidecarKilledAndRestartedLeavesItsHostAloneMeanwhile(): void
     {
         [$first, $second, $third] = $this->startHosts();

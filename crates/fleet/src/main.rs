@@ -242,6 +242,13 @@ impl Events {
     }
 
     fn report(&mut self, config: &Config, report: &crate::sync::Report) {
+        if report.lost_shards > 0 {
+            // Anyone who can write Redis can flush it: rate-limited.
+            self.limiter.log(&format!(
+                "Redis lost what this host published in {} of its shards (flushed?): publishing it again",
+                report.lost_shards
+            ));
+        }
         for id in &report.namesakes {
             if self.first([b"name ", id.as_bytes()].concat()) {
                 log(&format!(

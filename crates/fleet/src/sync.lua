@@ -27,7 +27,8 @@
 -- The services another host changed since the shard's version this host holds come back
 -- whether they were sent or not: a steady sync costs a few commands per shard, and a busy one
 -- reads what changed.
--- Reply: Redis's time (seconds), the shard's version, this host's counts of the shard when
+-- Reply: Redis's time (seconds), the shard's version ("lost" when it is behind the one this
+-- host holds; "" when this host should look at every service), this host's counts of the shard when
 -- asked (a flat field, count list, the fields with their service) else false, the services
 -- not sent that another host changed (a flat list of service, version, sums, skipped), then
 -- per service
@@ -163,6 +164,10 @@ end
 -- The services another host changed since this host's version of the shard; nil: all.
 local changed_since, look_at_all = nil, false
 local known = tonumber(known_shard)
+-- A version behind the one this host holds: the shard's keys were lost (Redis flushed, or
+-- restarted under a live connection), and with them what this host published: it says so,
+-- and the host publishes everything again at its next sync.
+local lost = known ~= nil and shard_version ~= nil and known > shard_version
 if shard_version and known and known <= shard_version and shard_version - known < CHANGES_KEPT then
   changed_since = {}
   if known < shard_version then
@@ -347,7 +352,9 @@ if #changed_services > 0 and shard_version then
   expire(version_key, longest)
   expire(changes_key, longest)
 end
-if shard_version and not look_at_all then
+if lost then
+  reply[2] = 'lost'
+elseif shard_version and not look_at_all then
   reply[2] = tostring(shard_version)
 end
 if changed_since then

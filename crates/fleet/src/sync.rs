@@ -117,6 +117,8 @@ pub struct Report {
     pub clock_ahead_s: i64,
     /// Ids of other hosts that synced under this host's name.
     pub namesakes: Vec<String>,
+    /// Shards whose keys Redis lost since the last sync (flushed): published again next sync.
+    pub lost_shards: usize,
     /// Counters whose fleet counts the segment refused, with why.
     pub refused: Vec<(Vec<u8>, String)>,
 }
@@ -352,7 +354,7 @@ impl Syncer {
         let mut commands: Vec<Cmd> = Vec::new();
         let mut firsts: Vec<bool> = Vec::new();
         for (&shard, services) in &sent {
-            let state = self.shards.get_mut(&shard).expect("every shard sent has a state");
+            let state = self.shards.entry(shard).or_default();
             let [version, changes, hosts] = fleet::shard_keys(&self.config.fleet, shard);
             let mut command = redis::cmd("EVALSHA");
             command.arg(&link.script).arg(4 + services.len());
@@ -440,7 +442,15 @@ impl Syncer {
             let redis_now = int(time).ok_or_else(|| unexpected("no time in a shard's reply"))?;
             self.redis_time = redis_now as u64;
             report.clock_ahead_s = now as i64 - redis_now;
-            let state = self.shards.get_mut(&shard).expect("every shard sent has a state");
+            let state = self.shards.entry(shard).or_default();
+            if text(version) == "lost" {
+                // Redis lost the shard (flushed): the next sync publishes it all again, as after
+                // a reconnection.
+                self.shards.remove(&shard);
+                self.services.retain(|service, _| fleet::shard_of(service) != shard);
+                report.lost_shards += 1;
+                continue;
+            }
             // An empty version (the shard's is not a counter: not ours) makes the next sync
             // look at every service again.
             state.version = Some(text(version));
@@ -455,7 +465,7 @@ impl Syncer {
             }
             for (service, answer) in services.iter().zip(answers) {
                 if let Some(mine) = first.then(|| published.remove(&service.service).unwrap_or_default()) {
-                    let state = self.services.get_mut(&service.service).expect("every service sent has a state");
+                    let Some(state) = self.services.get_mut(&service.service) else { continue };
                     state.published = mine;
                     state.changed = true;
                 }
@@ -465,7 +475,9 @@ impl Syncer {
                 }
             }
             if first {
-                self.shards.get_mut(&shard).expect("every shard sent has a state").published = published;
+                if let Some(state) = self.shards.get_mut(&shard) {
+                    state.published = published;
+                }
             }
             // The services another host changed, of those this host did not send.
             if let Value::Array(changed) = changed {
@@ -482,7 +494,8 @@ impl Syncer {
 
         // 3. The other hosts' counts into the fleet rings.
         for (service, counters) in &counted {
-            let state = self.services.get_mut(service).expect("every service counted has a state");
+            // None: a shard Redis lost, whose services start again at the next sync.
+            let Some(state) = self.services.get_mut(service) else { continue };
             let next = state.window.bucket_at(now) + 1;
             let duration = state.window.bucket_duration;
             let unchanged = !state.changed
@@ -549,7 +562,7 @@ impl Syncer {
         report.rejected += int(rejected).unwrap_or(0) as u64;
         report.republished += int(recounted).unwrap_or(0) as usize;
         note_skipped(&self.config.fleet, &sent.service, skipped, report);
-        let state = self.services.get_mut(&sent.service).expect("every service answered was sent");
+        let Some(state) = self.services.get_mut(&sent.service) else { return Ok(()) };
         let was_known = state.version.is_some();
         let duration = state.window.bucket_duration;
         if !first {
