@@ -260,7 +260,7 @@ pub fn figures(segment: &Segment) -> Vec<(&'static str, u64, &'static str)> {
             figures.push(("fleet_sync_age_ms", age, "Milliseconds since the fleet sidecar's last sync."));
         }
         figures.push(("fleet_sync_interval_ms", sync.interval_ms, "The fleet sidecar's sync interval."));
-        figures.push(("fleet_hosts", sync.hosts, "Hosts whose counts the last sync read, this one included."));
+        figures.push(("fleet_hosts", sync.hosts, "Hosts that synced in the last three intervals, this one included."));
         figures.push(("fleet_sync_errors", sync.errors, "Syncs of the fleet sidecar that failed."));
     }
     figures
