@@ -44,7 +44,7 @@ pub struct SyncState {
     pub synced_at_ms: u64,
     /// The sidecar's sync interval.
     pub interval_ms: u64,
-    /// Hosts whose data the last sync read, this one included.
+    /// Hosts that synced in the last three intervals, this one included.
     pub hosts: u64,
     /// Syncs that failed since the segment was made (`ganesha_shm_fleet_sync_errors_total`).
     pub errors: u64,
