@@ -332,7 +332,7 @@ impl Syncer {
                 own_until.max(newest_read.map_or(0, |start| start.saturating_add(window.lifetime() + margin)));
             let keep = if state.version.is_none() || kept_until > state.kept_until {
                 state.kept_until = kept_until.saturating_add(window.lifetime() / 8);
-                state.kept_until - now
+                state.kept_until.saturating_sub(now).max(1)
             } else {
                 0
             };
