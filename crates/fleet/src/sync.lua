@@ -32,8 +32,8 @@
 -- asked (a flat field, count list, the fields with their service) else false, the services
 -- not sent that another host changed (a flat list of service, version, sums, skipped), then
 -- per service
--- sent either 0 (not looked at: nothing to do), or {version, error, rejected, recounted,
--- skipped, sums}:
+-- sent either 0 (not looked at: nothing to do), its version alone (every update applied,
+-- nothing to read), or {version, error, rejected, recounted, skipped, sums}:
 --   error: "" or why the service was skipped (a key of another type: its data is not ours);
 --   rejected: updates of buckets stamped past Redis's time and the bound, not applied;
 --   recounted: sums found wrong (lost, or below this host's count) and recounted;
@@ -58,15 +58,14 @@ local function failed(reply)
   return type(reply) == 'table' and reply.err
 end
 
+-- A count as a field holds it: a whole number from 0 to MAX_COUNT; nil for anything else
+-- (a missing field, which HMGET gives as false, included).
 local function count_of(value)
-  if type(value) ~= 'string' or not string.match(value, '^%d+$') then
-    return nil
+  local count = type(value) == 'string' and tonumber(value)
+  if count and count >= 0 and count <= MAX_COUNT and count % 1 == 0 then
+    return count
   end
-  local count = tonumber(value)
-  if count > MAX_COUNT then
-    return nil
-  end
-  return count
+  return nil
 end
 
 -- A bucket field's duration and start.
@@ -189,7 +188,7 @@ end
 local own_writes, own_deletes, own_written = {}, {}, false
 -- This host's counts of every bucket updated in the call, read at once (`own_read`, from
 -- `own_at` for a service's first update), or why they could not be (`own_failed`).
-local own_read, own_failed, own_at = {}, nil, 1
+local own_read, own_failed, own_at, own_names = {}, nil, 1, {}
 local function sync(sums, service, known_version, keep, n, d, at)
   local suffix = ':' .. service
   local fields = { 'v' }
@@ -224,7 +223,7 @@ local function sync(sums, service, known_version, keep, n, d, at)
         and (sum ~= nil or old == 0)
         and (sum or 0) >= old
       if new ~= old or not trusted then
-        own_writes[#own_writes + 1] = field .. suffix
+        own_writes[#own_writes + 1] = own_names[own_at + u]
         own_writes[#own_writes + 1] = new
       end
       if not trusted then
@@ -281,6 +280,10 @@ local function sync(sums, service, known_version, keep, n, d, at)
   if others_changed or #recounts > 0 then
     sums_out, skipped = counts_of(sums, '^[1-9]%d*:[012]:%d+$')
   end
+  if not sums_out and rejected == 0 and #recounts == 0 then
+    -- The common answer, as short as it goes: the version, every update applied.
+    return tostring(version), changed
+  end
   return { tostring(version), '', rejected, #recounts, skipped, sums_out }, changed
 end
 
@@ -288,17 +291,17 @@ end
 -- a lifetime.
 local longest = 1
 do
-  local names, at = {}, 9
+  local at = 9
   while at <= #ARGV do
     local service, n = ARGV[at], tonumber(ARGV[at + 3])
     longest = math.max(longest, tonumber(ARGV[at + 2]))
     for u = 0, n - 1 do
-      names[#names + 1] = ARGV[at + 5 + 4 * u] .. ':' .. service
+      own_names[#own_names + 1] = ARGV[at + 5 + 4 * u] .. ':' .. service
     end
     at = at + 5 + 4 * n + tonumber(ARGV[at + 4])
   end
-  if #names > 0 then
-    own_read = chunked('HMGET', own, names)
+  if #own_names > 0 then
+    own_read = chunked('HMGET', own, own_names)
     if failed(own_read) then
       own_failed, own_read = own_read.err, {}
     end

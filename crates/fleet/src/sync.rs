@@ -550,9 +550,18 @@ impl Syncer {
         first: bool,
         report: &mut Report,
     ) -> redis::RedisResult<()> {
-        let Value::Array(fields) = answer else { return Err(unexpected("a service's answer is not a list")) };
-        let [version, error, rejected, recounted, skipped, sums] = &fields[..] else {
-            return Err(unexpected("a service's answer has not 6 items"));
+        // The version alone: every update applied, nothing to read.
+        let brief = [Value::BulkString(Vec::new()), Value::Int(0), Value::Int(0), Value::Int(0), Value::Nil];
+        let (version, [error, rejected, recounted, skipped, sums]) = match answer {
+            Value::BulkString(_) => (answer, &brief),
+            Value::Array(fields) => match &fields[..] {
+                [version, rest @ ..] => (
+                    version,
+                    <&[Value; 5]>::try_from(rest).map_err(|_| unexpected("a service's answer has not 6 items"))?,
+                ),
+                [] => return Err(unexpected("a service's answer is empty")),
+            },
+            _ => return Err(unexpected("a service's answer is neither a version nor a list")),
         };
         let error = text(error);
         if !error.is_empty() {
