@@ -231,13 +231,6 @@ pub fn counter_of<'k>(key: &'k [u8], suffixes: &[Vec<u8>]) -> Option<(&'k [u8], 
         .find_map(|(index, suffix)| key.strip_suffix(&suffix[..]).map(|service| (service, index as u8)))
 }
 
-/// The service a counter key belongs to: the key without the first of `suffixes` it ends with
-/// (Ganesha's `_success`, `_failure`, `_rejection` unless its storage keys were changed), or
-/// the whole key.
-pub fn service_of<'k>(key: &'k [u8], suffixes: &[Vec<u8>]) -> &'k [u8] {
-    suffixes.iter().find_map(|suffix| key.strip_suffix(&suffix[..])).unwrap_or(key)
-}
-
 /// Whether `name` may name a host or a fleet: 1 to 64 of `A-Z a-z 0-9 . _ -`.
 pub fn valid_name(name: &str) -> bool {
     (1..=64).contains(&name.len())
@@ -332,8 +325,6 @@ mod tests {
     #[test]
     fn keys_fields_and_services() {
         let suffixes = [b"_success".to_vec(), b"_failure".to_vec(), b"_rejection".to_vec()];
-        assert_eq!(service_of(b"ganesha_db_failure", &suffixes), b"ganesha_db");
-        assert_eq!(service_of(b"other", &suffixes), b"other");
         assert_eq!(counter_of(b"ganesha_db_rejection", &suffixes), Some((&b"ganesha_db"[..], 2)));
         assert_eq!(counter_of(b"ganesha_db_status", &suffixes), None);
         assert!(valid_name("web-1.eu_west") && !valid_name("") && !valid_name("a b") && !valid_name(&"x".repeat(65)));

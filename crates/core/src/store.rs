@@ -49,7 +49,7 @@ pub const fn counter_payload_words(ring: Ring, fleet: bool) -> usize {
 
 /// The window a counter's buckets are counted in, as fleet mode keeps it in the counter's
 /// last payload word, so that the sidecar can name each bucket by its start time and
-/// duration: the ring alone says neither. Written by the adapter when a count renews the slot
+/// duration: the ring alone says neither. Written by the adapter when a write renews the slot
 /// (so within 1/16 of the slot's lifetime of a change of window), and by the sidecar for the
 /// counters it creates. The word has a bucket word's shape, the claim's generation on top: the
 /// window's bucket count in the lap's bits, the bucket duration in the count's; the empty

@@ -399,11 +399,6 @@ impl<'a> Entry<'a> {
         self.renewed.then_some(self.tag.stamp())
     }
 
-    /// Until when the slot is kept, as the lookup that gave this entry saw it.
-    pub fn kept_until(&self) -> u64 {
-        self.tag.stamp()
-    }
-
     /// The generation of the claim that gave the slot its key; the payload words carry it.
     pub fn generation(&self) -> u32 {
         self.tag.generation()

@@ -32,8 +32,8 @@
 -- asked (a flat field, count list, the fields with their service) else false, the services
 -- not sent that another host changed (a flat list of service, version, sums, skipped), then
 -- per service
--- sent either 0 (not looked at: nothing to do), its version alone (every update applied,
--- nothing to read), or {version, error, rejected, recounted, skipped, sums}:
+-- sent either its version alone (every update applied, nothing to read), or {version, error,
+-- rejected, recounted, skipped, sums}:
 --   error: "" or why the service was skipped (a key of another type: its data is not ours);
 --   rejected: updates of buckets stamped past Redis's time and the bound, not applied;
 --   recounted: sums found wrong (lost, or below this host's count) and recounted;
@@ -46,6 +46,8 @@ local read_for, bound, known_shard = tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[
 local keep_own, first, sums_prefix = tonumber(ARGV[6]), ARGV[7] == '1', ARGV[8]
 local version_key, changes_key, hosts_key, own = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local MAX_COUNT = 268435455
+-- A bucket's field: `<duration>:<counter>:<start>`, as the sidecar names it.
+local BUCKET_FIELD = '^[1-9]%d*:[012]:%d+$'
 -- Changes kept in the shard's sorted set: a host that last read the shard longer ago than that
 -- many changes looks at every service.
 local CHANGES_KEPT = 100000
@@ -278,7 +280,7 @@ local function sync(sums, service, known_version, keep, n, d, at)
 
   local sums_out, skipped = false, 0
   if others_changed or #recounts > 0 then
-    sums_out, skipped = counts_of(sums, '^[1-9]%d*:[012]:%d+$')
+    sums_out, skipped = counts_of(sums, BUCKET_FIELD)
   end
   if not sums_out and rejected == 0 and #recounts == 0 then
     -- The common answer, as short as it goes: the version, every update applied.
@@ -314,14 +316,12 @@ for i = 5, #KEYS do
   local service, known_version, keep = ARGV[at], ARGV[at + 1], tonumber(ARGV[at + 2])
   listed[service] = true
   local n, d = tonumber(ARGV[at + 3]), tonumber(ARGV[at + 4])
-  if n == 0 and d == 0 and keep == 0 and known_version ~= '' and changed_since and not changed_since[service] then
-    reply[#reply + 1] = 0
-  else
-    local answer, changed = sync(KEYS[i], service, known_version, keep, n, d, at + 5)
-    reply[#reply + 1] = answer
-    if changed then
-      changed_services[#changed_services + 1] = service
-    end
+  -- Every service sent has something to do: the sidecar sends the others only when it holds
+  -- no version of the shard, and then each is looked at.
+  local answer, changed = sync(KEYS[i], service, known_version, keep, n, d, at + 5)
+  reply[#reply + 1] = answer
+  if changed then
+    changed_services[#changed_services + 1] = service
   end
   renewed = renewed or keep > 0
   own_at = own_at + n
@@ -366,7 +366,7 @@ if changed_since then
     if not listed[service] then
       local sums = sums_prefix .. service
       local version = redis.pcall('HGET', sums, 'v')
-      local counts, skipped = counts_of(sums, '^[1-9]%d*:[012]:%d+$')
+      local counts, skipped = counts_of(sums, BUCKET_FIELD)
       if not failed(version) then
         extra[#extra + 1] = service
         extra[#extra + 1] = version or '0'

@@ -469,10 +469,7 @@ impl Syncer {
                     state.published = mine;
                     state.changed = true;
                 }
-                // 0: not looked at, since nothing changed.
-                if !matches!(answer, Value::Int(0)) {
-                    self.take_answer(service, answer, redis_now as u64, first, &mut report)?;
-                }
+                self.take_answer(service, answer, redis_now as u64, first, &mut report)?;
             }
             if first {
                 if let Some(state) = self.shards.get_mut(&shard) {
