@@ -185,8 +185,7 @@ if shard_version and known and known <= shard_version and shard_version - known 
   end
 end
 
--- One service: its updates at ARGV[at …]. Returns its answer, whether a sum changed, and where
--- the next service's arguments start.
+-- One service: its updates at ARGV[at …]. Returns its answer, and whether a sum changed.
 local own_writes, own_deletes, own_written = {}, {}, false
 -- This host's counts of every bucket updated in the call, read at once (`own_read`, from
 -- `own_at` for a service's first update), or why they could not be (`own_failed`).
@@ -215,12 +214,13 @@ local function sync(sums, service, known_version, keep, n, d, at)
       rejected = rejected + 1
     else
       local stored = own_read[own_at + u]
-      local old = count_of(stored) or 0
+      local own_count = count_of(stored)
+      local old = own_count or 0
       local sum = count_of(read[u + 2])
       -- The sum is this host's count plus the others': a sum lost, or below this host's count,
       -- or a count of this host's that is not what it published, is recounted from every
       -- host's counts.
-      local trusted = (stored == false or count_of(stored) ~= nil)
+      local trusted = (stored == false or own_count ~= nil)
         and (expected == '' or expected == (stored or '0'))
         and (sum ~= nil or old == 0)
         and (sum or 0) >= old
