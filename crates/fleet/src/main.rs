@@ -232,13 +232,13 @@ struct Events {
     limiter: Limiter,
 }
 
-/// What `Events` remembers at the most; past it, nothing new is logged once, only counted.
+/// What `Events` remembers at the most; past it, nothing new is logged.
 const EVENTS_REMEMBERED: usize = 10_000;
 
 impl Events {
     /// Whether `what` was not logged yet (and is now remembered).
     fn first(&mut self, what: Vec<u8>) -> bool {
-        !self.logged.contains(&what) && self.logged.len() < EVENTS_REMEMBERED && self.logged.insert(what)
+        self.logged.len() < EVENTS_REMEMBERED && self.logged.insert(what)
     }
 
     fn report(&mut self, config: &Config, report: &crate::sync::Report) {
