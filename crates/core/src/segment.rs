@@ -757,6 +757,10 @@ impl Segment {
 /// start of the first request of every process (`on_request`, after a fork: one relaxed load
 /// otherwise), and put back in front of whatever handler is there, which it then calls for the
 /// faults that are not in the segment.
+///
+/// A threaded server (Apache's event MPM, FrankenPHP) may start that first request on several
+/// threads at once, and so may check and change the action at once: that is done under
+/// `CHANGING`, a lock of this process's memory.
 #[cfg(target_os = "linux")]
 pub mod guard {
     use std::cell::UnsafeCell;
@@ -777,14 +781,31 @@ pub mod guard {
 
     /// The SIGBUS action in place before ours, restored by `uninstall`.
     struct Previous(UnsafeCell<Option<libc::sigaction>>);
-    // SAFETY: written only while ours is not the SIGBUS action (before it is put in front, or
-    // as it is taken down), at startup, at the start of a process's first request or at
-    // shutdown, by the one thread doing so; the handler reads it only while it is installed.
+    // SAFETY: written only under `CHANGING` and while ours is not the SIGBUS action (before it
+    // is put in front, or as it is taken down); the handler reads it only while it is installed.
     unsafe impl Sync for Previous {}
     static PREVIOUS: Previous = Previous(UnsafeCell::new(None));
 
     /// Whether this process's SIGBUS action was checked to be ours since it was forked.
     static CHECKED: AtomicBool = AtomicBool::new(false);
+
+    /// Held while the SIGBUS action and `PREVIOUS` are read and changed: by one thread at a
+    /// time, for two `sigaction` calls. A spin lock, not a mutex: a fork child, which has only
+    /// the forking thread, frees it (`forked`), so a fork while another thread held it cannot
+    /// leave the child's first request waiting for ever.
+    static CHANGING: AtomicBool = AtomicBool::new(false);
+
+    /// Runs `change` holding `CHANGING`.
+    fn changing<R>(change: impl FnOnce() -> R) -> R {
+        // Acquire: what the last holder wrote (`PREVIOUS`, `CHECKED`) is seen by this one.
+        while CHANGING.compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed).is_err() {
+            std::thread::yield_now();
+        }
+        let result = change();
+        // Release: what this holder wrote is seen by the next one.
+        CHANGING.store(false, Ordering::Release);
+        result
+    }
 
     /// Guards `segment` when it is a file; once per process image, at startup.
     pub fn install(segment: &Segment) {
@@ -803,30 +824,39 @@ pub mod guard {
         // SAFETY: `forked` only stores to an atomic, which is async-signal-safe as a fork child
         // handler must be; glibc drops the registration when this library is unloaded.
         unsafe { libc::pthread_atfork(None, None, Some(forked)) };
-        put_in_front();
+        changing(put_in_front);
     }
 
     /// At the start of a request: the guard is put back in front of a SIGBUS handler
     /// installed since, once per process (see the module documentation).
     #[inline]
     pub fn on_request() {
-        // Relaxed: the flag is this process's own, set and cleared by its own thread of startup.
+        // Relaxed: a thread that finds the flag unset checks again under `CHANGING`, which
+        // orders what the setting thread did; one that finds it set needs nothing of it.
         if !CHECKED.load(Ordering::Relaxed) && LENGTH.load(Ordering::Relaxed) != 0 {
-            put_in_front();
+            changing(|| {
+                if !CHECKED.load(Ordering::Relaxed) {
+                    put_in_front();
+                }
+            });
         }
     }
 
     extern "C" fn forked() {
+        // Relaxed: the child has one thread, this one, until it starts others.
         CHECKED.store(false, Ordering::Relaxed);
+        CHANGING.store(false, Ordering::Relaxed);
     }
 
     /// Makes `on_sigbus` the SIGBUS action, keeping the one it replaces to call for the other
-    /// faults; nothing if it already is.
+    /// faults; nothing if it already is. Only under `CHANGING`.
     fn put_in_front() {
+        // Relaxed: read under `CHANGING`, which orders it.
         CHECKED.store(true, Ordering::Relaxed);
         // SAFETY: a zeroed sigaction is a valid one to fill; `on_sigbus` has the signature
-        // SA_SIGINFO asks for; the action replaced is written into `PREVIOUS`, which nothing else
-        // writes now and the handler reads only once it is installed (see `Previous`).
+        // SA_SIGINFO asks for; the action replaced is written into `PREVIOUS`, which only the
+        // holder of `CHANGING` writes, and the handler reads only once it is installed (see
+        // `Previous`).
         unsafe {
             let mut current: libc::sigaction = std::mem::zeroed();
             if libc::sigaction(libc::SIGBUS, std::ptr::null(), &mut current) != 0
@@ -839,6 +869,8 @@ pub mod guard {
             action.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK;
             libc::sigemptyset(&mut action.sa_mask);
             *PREVIOUS.0.get() = Some(current);
+            #[cfg(test)]
+            tests::PREVIOUS_WRITES.fetch_add(1, Ordering::Relaxed);
             if libc::sigaction(libc::SIGBUS, &action, std::ptr::null_mut()) != 0 {
                 *PREVIOUS.0.get() = None;
             }
@@ -848,17 +880,17 @@ pub mod guard {
     /// Puts the action in place before ours back (at MSHUTDOWN: the SAPI may unload this
     /// library next, and a handler must not be left pointing into it).
     pub fn uninstall() {
-        // SAFETY: as in `put_in_front`. The action before ours is put back only while ours is
-        // the one in place: a handler installed over ours since (Apache's parent installs one)
-        // stays, and calls nothing of this library.
-        unsafe {
+        // SAFETY: as in `put_in_front`, under `CHANGING`. The action before ours is put back
+        // only while ours is the one in place: a handler installed over ours since (Apache's
+        // parent installs one) stays, and calls nothing of this library.
+        changing(|| unsafe {
             let mut current: libc::sigaction = std::mem::zeroed();
             let ours = libc::sigaction(libc::SIGBUS, std::ptr::null(), &mut current) == 0
                 && current.sa_sigaction == on_sigbus as *const () as usize;
             if let Some(previous) = (*PREVIOUS.0.get()).take().filter(|_| ours) {
                 libc::sigaction(libc::SIGBUS, &previous, std::ptr::null_mut());
             }
-        }
+        });
         LENGTH.store(0, Ordering::Relaxed);
         // A segment installed after this (the fleet sidecar attaching to a new file) starts intact.
         STATE.store(INTACT, Ordering::Relaxed);
@@ -937,6 +969,63 @@ pub mod guard {
                 let handler: extern "C" fn(libc::c_int) = unsafe { std::mem::transmute(handler) };
                 handler(signal);
             }
+        }
+    }
+
+    #[cfg(test)]
+    pub(super) mod tests {
+        use super::*;
+        use crate::segment::tests::{regions, settings};
+
+        /// How often `put_in_front` wrote `PREVIOUS`.
+        pub static PREVIOUS_WRITES: AtomicUsize = AtomicUsize::new(0);
+
+        extern "C" fn foreign(_signal: libc::c_int) {}
+
+        /// The first request after a fork, started on 8 threads at once (Apache's event MPM): one
+        /// of them puts the guard back in front of the handler installed over it, and keeps that
+        /// handler to call, while the others wait and find it done.
+        #[test]
+        fn threads_starting_their_first_requests_at_once_put_the_guard_back_once() {
+            let dir = std::env::temp_dir().join(format!("ganesha-shm-guard-{}", std::process::id()));
+            std::fs::create_dir_all(&dir).unwrap();
+            let segment = Segment::open_file(&dir.join("segment"), regions(settings(4)), regions, 0o600).unwrap();
+            install(&segment);
+            for round in 0..3000 {
+                // SAFETY: a plain handler that does nothing, installed over ours as Apache's parent
+                // installs one; this test is the only one of the binary that touches SIGBUS.
+                unsafe { libc::signal(libc::SIGBUS, foreign as *const () as libc::sighandler_t) };
+                forked();
+                PREVIOUS_WRITES.store(0, Ordering::Relaxed);
+                let start = std::sync::Barrier::new(8);
+                std::thread::scope(|scope| {
+                    for _ in 0..8 {
+                        scope.spawn(|| {
+                            start.wait();
+                            on_request();
+                        });
+                    }
+                });
+                assert_eq!(PREVIOUS_WRITES.load(Ordering::Relaxed), 1, "round {round}: the action changed once");
+                // SAFETY: reads the current action into a zeroed one; `PREVIOUS` is read with the
+                // threads that wrote it joined.
+                let (current, previous) = unsafe {
+                    let mut current: libc::sigaction = std::mem::zeroed();
+                    libc::sigaction(libc::SIGBUS, std::ptr::null(), &mut current);
+                    (current.sa_sigaction, (*PREVIOUS.0.get()).map(|action| action.sa_sigaction))
+                };
+                assert_eq!(current, on_sigbus as *const () as usize, "round {round}: the guard in front");
+                assert_eq!(
+                    previous,
+                    Some(foreign as *const () as usize),
+                    "round {round}: the handler it replaced kept"
+                );
+            }
+            uninstall();
+            // SAFETY: the default action back, as before the test.
+            unsafe { libc::signal(libc::SIGBUS, libc::SIG_DFL) };
+            drop(segment);
+            std::fs::remove_dir_all(&dir).unwrap();
         }
     }
 }
