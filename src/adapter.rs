@@ -776,8 +776,8 @@ fn check_range(name: &'static str, value: i64, min: i64, max: i64) -> Result<(),
 }
 
 /// Puts `hot::construct` in front of the constructor handler ext-php-rs generated, once per
-/// process image: at its first request, since the class is registered after the module's own
-/// startup function has run.
+/// process image: once every module has started (the class is registered after the module's own
+/// startup function has run), else at the first request (see `module::post_startup`).
 pub fn install_constructor() {
     hot::install_constructor();
 }
