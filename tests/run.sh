@@ -7,6 +7,10 @@
 #   CARGO_TARGET_DIR     where cargo builds (default target/)
 #   PHP_CONFIG, PHP      the PHP to build against and run (default: php-config and php on PATH)
 #   GANESHA_SHM_CARGO_TEST=0   skips `cargo test`, for a second PHPUnit run over the same build
+#   GANESHA_SHM_ZTS_PHP  the thread-safe PHP of tests/zts.sh (default /var/cache/ganesha-shm-ci/zts/current):
+#                        when it is there, the extension is also built against it, into
+#                        $CARGO_TARGET_DIR/zts, for the zts suite (GANESHA_SHM_ZTS_EXT); when it is
+#                        not, the zts suite is skipped with a message saying how to build it
 # On PHPUnit 10 and later a deprecation, PHPUnit's own included, fails the run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,6 +23,12 @@ cargo build --release
 [ "${GANESHA_SHM_CARGO_TEST:-1}" = 0 ] || cargo test --release --workspace
 
 export GANESHA_SHM_EXT="$target_dir/release/libganesha_shm.so"
+zts_php=${GANESHA_SHM_ZTS_PHP:-/var/cache/ganesha-shm-ci/zts/current}
+if [ -x "$zts_php/bin/php-config" ]; then
+    PHP_CONFIG="$zts_php/bin/php-config" PHP="$zts_php/bin/php" CARGO_TARGET_DIR="$target_dir/zts" \
+        cargo build --release -p ganesha-shm
+    export GANESHA_SHM_ZTS_PHP="$zts_php" GANESHA_SHM_ZTS_EXT="$target_dir/zts/release/libganesha_shm.so"
+fi
 phpunit=/usr/bin/phpunit
 [ -x vendor/bin/phpunit ] && phpunit=vendor/bin/phpunit
 strict=()

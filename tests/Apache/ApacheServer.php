@@ -55,6 +55,7 @@ final class ApacheServer
 
     private const STOP_TIMEOUT_S = 5.0;
 
+    private const SIGHUP = 1;
     private const SIGKILL = 9;
     private const SIGTERM = 15;
     private const SIGUSR1 = 10;
@@ -76,6 +77,8 @@ final class ApacheServer
      * @param array<string, scalar> $ini the settings of PHP in the server's php.ini (see changeIni())
      * @param array{name: string, uid: int, gid: int, group: string}|null $user whom the children run
      *     as, when the parent is started as root
+     * @param array{module: string, threads: int}|null $threaded the event MPM, its children serving
+     *     on `threads` threads each, with that thread-safe mod_php; null: prefork and Debian's
      */
     private function __construct(
         public readonly string $dir,
@@ -84,6 +87,7 @@ final class ApacheServer
         public readonly int $maxRequestWorkers,
         public array $ini,
         private readonly ?array $user,
+        private readonly ?array $threaded = null,
     ) {
         $this->owner = \getmypid();
     }
@@ -171,12 +175,16 @@ final class ApacheServer
      * to $maxRequestWorkers under load (and is never shrunk, MaxSpareServers being as large), so
      * that requests held at a barrier always find their children.
      *
+     * With $threaded, the event MPM instead, with the thread-safe mod_php and extension it names
+     * (the zts suite): $startServers children of `threads` threads each, all kept for the test.
+     *
      * @param array<string, scalar> $ini more settings of PHP (e.g. ganesha_shm.path)
      * @param array<string, scalar> $directives more directives of Apache (e.g. MaxConnectionsPerChild)
+     * @param array{module: string, extension: string, threads: int}|null $threaded
      */
-    public static function start(array $ini = [], int $startServers = 4, int $maxRequestWorkers = 8, array $directives = []): self
+    public static function start(array $ini = [], int $startServers = 4, int $maxRequestWorkers = 8, array $directives = [], ?array $threaded = null): self
     {
-        $missing = self::missing();
+        $missing = $threaded === null ? self::missing() : null;
         if ($missing !== null) {
             throw new \LogicException($missing);
         }
@@ -193,14 +201,15 @@ final class ApacheServer
             \chgrp($dir . '/run', $user['gid']);
         }
         $settings = [
-            'extension' => Php::extensionPath(),
+            'extension' => $threaded['extension'] ?? Php::extensionPath(),
             'error_reporting' => '-1',
             'display_errors' => '0',
             'html_errors' => '0',
             // to Apache's error log
             'log_errors' => '1',
         ] + $ini;
-        $server = new self($dir, Loopback::freePort(), $startServers, $maxRequestWorkers, $settings, $user);
+        $server = new self($dir, Loopback::freePort(), $startServers, $maxRequestWorkers, $settings, $user,
+            $threaded === null ? null : ['module' => $threaded['module'], 'threads' => $threaded['threads']]);
         \file_put_contents($dir . '/php.ini', self::phpIni($settings));
         \file_put_contents($dir . '/apache2.conf', $server->config($directives));
 
@@ -364,13 +373,30 @@ final class ApacheServer
      */
     public function graceful(bool $untilOldChildrenGone = true): float
     {
+        return $this->restartWith(self::SIGUSR1, 'a graceful restart', $untilOldChildrenGone);
+    }
+
+    /**
+     * A restart, as `apachectl restart` does it: SIGHUP to the parent, which ends its children
+     * at once (a request they serve is cut), and otherwise restarts as graceful() does. Waits
+     * (bounded) until a child of the new generation serves and none of the old one is left.
+     *
+     * @return float the seconds it took
+     */
+    public function restart(): float
+    {
+        return $this->restartWith(self::SIGHUP, 'a restart', true);
+    }
+
+    private function restartWith(int $signal, string $what, bool $untilOldChildrenGone): float
+    {
         $started = \microtime(true);
         $old = $this->childPids();
         $resumed = \substr_count($this->apacheLog(), self::RESUMING);
-        if (!\posix_kill($this->pid, self::SIGUSR1)) {
+        if (!\posix_kill($this->pid, $signal)) {
             throw new \RuntimeException("Could not signal the apache2 parent {$this->pid}");
         }
-        $this->waitUntil('a graceful restart to complete', function () use ($old, $resumed, $untilOldChildrenGone): bool {
+        $this->waitUntil("{$what} to complete", function () use ($old, $resumed, $untilOldChildrenGone): bool {
             if (\substr_count($this->apacheLog(), self::RESUMING) <= $resumed) {
                 return false;
             }
@@ -495,16 +521,28 @@ final class ApacheServer
     private function config(array $directives): string
     {
         $www = __DIR__ . '/www';
-        $settings = $directives + [
+        $threads = $this->threaded['threads'] ?? 0;
+        $settings = $directives + ($this->threaded === null ? [
             'StartServers' => $this->startServers,
             'MinSpareServers' => $this->startServers,
             'MaxSpareServers' => \max($this->maxRequestWorkers, $this->startServers + 1),
             'ServerLimit' => \max($this->maxRequestWorkers, $this->startServers),
             'MaxRequestWorkers' => \max($this->maxRequestWorkers, $this->startServers),
+        ] : [
+            // exactly $startServers children: no spare-thread bound makes the parent add or end one
+            'StartServers' => $this->startServers,
+            'ServerLimit' => $this->startServers,
+            'ThreadLimit' => $threads,
+            'ThreadsPerChild' => $threads,
+            'MaxRequestWorkers' => $this->startServers * $threads,
+            'MinSpareThreads' => 1,
+            'MaxSpareThreads' => $this->startServers * $threads,
+        ]) + [
             'MaxConnectionsPerChild' => 0,
             'KeepAlive' => 'Off',
             'Timeout' => 30,
         ];
+        $mpm = $this->threaded === null ? 'prefork' : 'event';
         $lines = [
             '# written by tests/Apache/ApacheServer.php',
             'ServerRoot ' . self::quote($this->dir),
@@ -514,10 +552,10 @@ final class ApacheServer
             'LogLevel notice',
             'ServerName 127.0.0.1',
             'Listen 127.0.0.1:' . $this->port,
-            'LoadModule mpm_prefork_module ' . self::quote(self::MODULES . '/mod_mpm_prefork.so'),
+            "LoadModule mpm_{$mpm}_module " . self::quote(self::MODULES . "/mod_mpm_{$mpm}.so"),
             // without an authorization module, core refuses every request ("couldn't check user")
             'LoadModule authz_core_module ' . self::quote(self::MODULES . '/mod_authz_core.so'),
-            'LoadModule php_module ' . self::quote((string) self::phpModule()),
+            'LoadModule php_module ' . self::quote($this->threaded['module'] ?? (string) self::phpModule()),
             'PHPIniDir ' . self::quote($this->dir),
         ];
         if ($this->user !== null) {

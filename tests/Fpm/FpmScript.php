@@ -70,17 +70,24 @@ final class FpmScript
 
     /**
      * With the parameters of FpmServer::barrier(): waits until `parties` requests have
-     * reached this point, each marking its arrival with a file named by its pid in the
-     * barrier's directory. The requests then go on at once, each in a worker of its own.
+     * reached this point, each marking its arrival with a file named by its pid (and a token
+     * of its own, for the threads of one process) in the barrier's directory. The requests then
+     * go on at once. With `barrier=harness`, the barrier of tests/Zts/harness.c instead, which
+     * holds every thread of the harness's wave.
      */
     public static function barrier(): void
     {
         if (!isset($_GET['barrier'])) {
             return;
         }
+        if ($_GET['barrier'] === 'harness') {
+            \harness_barrier();
+
+            return;
+        }
         $dir = self::string('barrier');
         $parties = self::int('parties');
-        \touch($dir . '/' . \getmypid());
+        \touch($dir . '/' . \getmypid() . '-' . \bin2hex(\random_bytes(4)));
         $deadline = \microtime(true) + self::BARRIER_TIMEOUT_S;
         while (($arrived = \count(\glob($dir . '/*') ?: [])) < $parties) {
             if (\microtime(true) > $deadline) {
