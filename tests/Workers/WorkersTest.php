@@ -52,10 +52,13 @@ final class WorkersTest extends TestCase
 
     protected function tearDown(): void
     {
-        $this->pool?->stop();
-        $this->pool = null;
-        if (isset($this->dir)) {
-            TempDir::remove($this->dir);
+        try {
+            $this->pool?->stop();
+        } finally {
+            $this->pool = null;
+            if (isset($this->dir)) {
+                TempDir::remove($this->dir);
+            }
         }
     }
 
