@@ -10,9 +10,9 @@
  *
  *   php server.php PORT WORKERS on|off DIR
  *
- * on|off: Swoole\Runtime::enableCoroutine() with every hook, or none, before the server starts;
- * every answer says the hook flags the worker runs with. DIR: the pid file, Swoole's log, and
- * the barriers (SwooleServer::barrier()).
+ * on|off: Swoole\Runtime::enableCoroutine() with every hook (but curl's), or none, before the
+ * server starts; every answer says the hook flags the worker runs with. DIR: the pid file,
+ * Swoole's log, and the barriers (SwooleServer::barrier()).
  *
  * Query: op (below), service, window, threshold, minimum, interval (the Builder's timeWindow,
  * failureRateThreshold, minimumRequests, intervalToHalfOpen), now (a fixed time for Ganesha and
@@ -168,7 +168,8 @@ $serve = static function (Request $request, Server $server) use ($int, $barrier)
     ] + $answer + ['events' => $events];
 };
 
-Swoole\Runtime::enableCoroutine($hooks === 'on' ? SWOOLE_HOOK_ALL : 0);
+// every hook but curl's: the curl extension is not loaded (php -n), and Swoole would warn of it
+Swoole\Runtime::enableCoroutine($hooks === 'on' ? SWOOLE_HOOK_ALL & ~SWOOLE_HOOK_CURL : 0);
 // Ganesha's classes loaded in the master, before the fork: the workers' requests then read no
 // class file (a file read is a yield when hooked)
 Builder::withRateStrategy()->adapter(new SlidingTimeWindowShm())->timeWindow(60)->failureRateThreshold(50)
