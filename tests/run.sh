@@ -7,6 +7,9 @@
 #   CARGO_TARGET_DIR     where cargo builds (default target/)
 #   PHP_CONFIG, PHP      the PHP to build against and run (default: php-config and php on PATH)
 #   GANESHA_SHM_CARGO_TEST=0   skips `cargo test`, for a second PHPUnit run over the same build
+#   GANESHA_SHM_SWOOLE_CACHE, GANESHA_SHM_SWOOLE_TAG   where the swoole suite finds the swoole.so
+#       tests/swoole.sh built (default /var/cache/ganesha-shm-ci/swoole, v6.2.2); without one,
+#       the suite is skipped with a message saying so
 # On PHPUnit 10 and later a deprecation, PHPUnit's own included, fails the run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
