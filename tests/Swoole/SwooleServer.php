@@ -276,10 +276,10 @@ final class SwooleServer
         if (!\is_file($so)) {
             return "Swoole is not built ({$so} is missing): bash tests/swoole.sh GIT_DIR, GIT_DIR a clone of swoole/swoole-src";
         }
-        $loaded = Command::run([\PHP_BINARY, '-n', '-d', 'extension=' . $so, '-r', 'echo phpversion("swoole");'], null, null, 30.0);
-        if ($loaded['exit'] !== 0 || $loaded['stdout'] === '' || $loaded['stdout'] === 'false') {
+        $loaded = Command::run([\PHP_BINARY, '-n', '-d', 'display_errors=stderr', '-d', 'extension=' . $so, '-r', 'echo extension_loaded("swoole") ? "loaded" : "";'], null, null, 30.0);
+        if ($loaded['stdout'] !== 'loaded') {
             return "{$so} does not load in " . \PHP_BINARY . ' (built for another PHP?): bash tests/swoole.sh GIT_DIR rebuilds it; '
-                . \trim(\strtok($loaded['stderr'] . $loaded['stdout'], "\n") ?: '');
+                . \trim((string) \strtok($loaded['stderr'], "\n"));
         }
         if (!\function_exists('posix_kill')) {
             return 'the swoole suite signals Swoole with posix_kill(): the posix extension is not loaded';

@@ -9,6 +9,7 @@ use PHPUnit\Framework\Attributes\DataProvider;
 use PHPUnit\Framework\Attributes\RequiresPhpExtension;
 use PHPUnit\Framework\TestCase;
 use Zeusi\GaneshaShmAdapter\Tests\Support\Autoload;
+use Zeusi\GaneshaShmAdapter\Tests\Support\ProcFs;
 use Zeusi\GaneshaShmAdapter\Tests\Support\Unique;
 
 /**
@@ -207,6 +208,7 @@ final class SwooleTest extends TestCase
         $victim = $failures[0]['pid'];
 
         $new = $server->killWorker($victim);
+        self::assertSame(1, ProcFs::segmentMappings($new), "the new worker {$new} maps the segment, inherited from the manager");
 
         $answers = self::everyWorker($server, ['op' => 'snapshot'] + $at);
         self::assertArrayNotHasKey($victim, $answers);
