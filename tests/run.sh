@@ -11,6 +11,9 @@
 #                        when it is there, the extension is also built against it, into
 #                        $CARGO_TARGET_DIR/zts, for the zts suite (GANESHA_SHM_ZTS_EXT); when it is
 #                        not, the zts suite is skipped with a message saying how to build it
+#   GANESHA_SHM_SWOOLE_CACHE, GANESHA_SHM_SWOOLE_TAG   where the swoole suite finds the swoole.so
+#       tests/swoole.sh built (default /var/cache/ganesha-shm-ci/swoole, v6.2.2); without one,
+#       the suite is skipped with a message saying so
 # On PHPUnit 10 and later a deprecation, PHPUnit's own included, fails the run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
