@@ -4,9 +4,9 @@
 # $GANESHA_SHM_MATRIX_CACHE (default /var/cache/ganesha-shm-matrix), and reused while intact.
 #
 #   bash tests/matrix.sh            lists the targets and whether their roots are cached
-#   bash tests/matrix.sh php8.4     every suite (cargo test and every PHPUnit suite, Ganesha from
-#                                   GANESHA_DIR) on Debian 13's PHP 8.4, PHPUnit 11, php-fpm and
-#                                   Apache with mod_php
+#   bash tests/matrix.sh php8.4     every suite (cargo test and every PHPUnit suite but zts and
+#                                   swoole, Ganesha from GANESHA_DIR) on Debian 13's PHP 8.4,
+#                                   PHPUnit 11, php-fpm and Apache with mod_php
 #   bash tests/matrix.sh zts        PHP 8.4 built with --enable-zts from Debian's php8.4 source
 #                                   package, then the native suite on its CLI
 #   bash tests/matrix.sh deb        the Debian package of Debian 13's PHP 8.4, built in the root by
@@ -32,10 +32,11 @@ rustup_home=${RUSTUP_HOME:-$HOME/.rustup}
 # What the root holds beyond what .ci/install-deps installs in it (debootstrap's minbase has no
 # ps or kill for the fpm suite's clean-up, and apt-get source needs dpkg-dev and deb-src; the deb
 # target checks its package with lintian). apache2 and libapache2-mod-php8.4 (Debian 13's mod_php,
-# /usr/lib/apache2/modules/libphp8.4.so) are install-deps' too, named here so that a root cached
-# before the apache suite gets them: a changed list is installed into it. In the root no service
+# /usr/lib/apache2/modules/libphp8.4.so), Guzzle and Symfony HttpClient (the middleware suite's)
+# are install-deps' too, named here so that a root cached before their suites gets them: a changed
+# list is installed into it. In the root no service
 # starts on install (no init, no runlevel: invoke-rc.d declines), so no apache2 is left running.
-root_packages=(procps dpkg-dev lintian apache2 libapache2-mod-php8.4)
+root_packages=(procps dpkg-dev lintian apache2 libapache2-mod-php8.4 php-guzzlehttp-guzzle php-symfony-http-client)
 # A root is intact when this marker holds the packages it was made with: a changed list is
 # installed into the existing root, and a root without the marker is made again.
 marker=.ganesha-shm-root
@@ -45,7 +46,7 @@ usage() {
 usage: bash tests/matrix.sh [TARGET] [PHPUnit arguments]
 
 targets:
-  php8.4   every suite on Debian 13's PHP 8.4 (PHPUnit 11), Ganesha from GANESHA_DIR
+  php8.4   every suite but zts and swoole on Debian 13's PHP 8.4 (PHPUnit 11), Ganesha from GANESHA_DIR
   zts      the native suite on PHP 8.4 built with --enable-zts from Debian's php8.4 source
   deb      the Debian package for PHP 8.4: built, checked by lintian, installed, served by
            Debian's php-fpm and Apache with mod_php, purged
@@ -165,8 +166,10 @@ run_php84() {
     [ -n "${GANESHA_DIR:-}" ] && ganesha_env=(GANESHA_DIR=/src/ganesha)
     say "php8.4: $(in_root php -r 'echo PHP_VERSION;'), $(in_root phpunit --version | head -n 1)"
     # A target directory of its own, kept in the root: the host's target/ is built for PHP 8.2.
+    # The zts and swoole suites run on the host: their builds (tests/zts.sh, tests/swoole.sh) are
+    # PHP 8.2's.
     in_root "${ganesha_env[@]}" CARGO_TARGET_DIR=/var/cache/ganesha-shm-target \
-        bash -c 'cd /src/ganesha-shm && exec bash tests/run.sh "$@"' run.sh "$@"
+        bash -c 'cd /src/ganesha-shm && exec bash tests/run.sh "$@"' run.sh --exclude-testsuite zts,swoole "$@"
 }
 
 # PHP 8.4 with --enable-zts, from the php8.4 source package of the root's archive: only the CLI
