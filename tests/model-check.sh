@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Model-checks the table's and the store's protocols with loom (crates/core/src/loom_tests.rs): every
 # interleaving of 2-3 threads' atomic steps, each thread with its own clock, up to
-# LOOM_MAX_PREEMPTIONS preemptions (default 2), with one thread stopped for ever before each of
-# its steps in turn. Prints the interleavings explored; exits non-zero on any failure.
+# LOOM_MAX_PREEMPTIONS preemptions (default 2), with one thread stopped for ever at each of its
+# steps in turn (checked after each of its writes, which covers the loads between them: see
+# crates/core/src/sync.rs). Prints the interleavings explored; exits non-zero on any failure.
 #
 # Uses the host's cargo and builds into target/loom (RUSTFLAGS="--cfg loom" rebuilds every
 # crate, so it gets a target directory of its own). Installs nothing.

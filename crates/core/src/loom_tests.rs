@@ -4,8 +4,10 @@
 //! store (3 counter slots with a ring of 4 buckets, 1 status slot, 1-word keys), and loom runs
 //! it under every interleaving of their atomic steps up to `LOOM_MAX_PREEMPTIONS` preemptions,
 //! with every value a relaxed load may read. In the "stopped" scenarios one thread stops for
-//! ever before its step `n` (as a SIGKILL or a SIGSTOP that never ends would stop it), for
-//! every `n` until it completes. After each run the checks are:
+//! ever after its write `n` (as a SIGKILL or a SIGSTOP that never ends would stop it), for
+//! every `n` until it completes: which stands for a stop at any step, since a thread stopped
+//! after some loads leaves the others nothing a stop right after the write before them does not
+//! (see `sync`). After each run the checks are:
 //! * the others finished their operations (nothing waits for anything), with the results the
 //!   scenario allows;
 //! * no key is held by two LIVE slots;
@@ -186,7 +188,7 @@ fn a_creator_stopped_at_any_step_blocks_nobody() {
         };
         let a = stopped.join().unwrap();
         let k = other.join().unwrap();
-        assert_eq!(k, Ok(()), "the other process is never blocked (stopped before step {n})");
+        assert_eq!(k, Ok(()), "the other process is never blocked (stopped after {n} writes)");
         assert!(holders(&fixture, b"k") <= 1);
         let store = fixture.store();
         // A's event, at 100, is out of the window at 800: the key holds B's alone.
@@ -238,7 +240,7 @@ fn a_creator_stopped_at_any_step_never_makes_the_same_key_full() {
         let b = table(&words).find_or_insert(&k, 100, 200).map(|_| ());
         let _ = filler.join().unwrap();
         if claim_in_progress || a == Some(true) {
-            assert_eq!(b, Ok(()), "the same key was refused while it was being created (stopped before step {n})");
+            assert_eq!(b, Ok(()), "the same key was refused while it was being created (stopped after {n} writes)");
         }
         assert!(table(&words).holders(&k) <= 1, "two LIVE slots for one key");
         a.is_some()
