@@ -10,6 +10,7 @@ use Zeusi\GaneshaShmAdapter\Tests\Support\LoadClients;
 use Zeusi\GaneshaShmAdapter\Tests\Support\Loopback;
 use Zeusi\GaneshaShmAdapter\Tests\Support\Php;
 use Zeusi\GaneshaShmAdapter\Tests\Support\ProcFs;
+use Zeusi\GaneshaShmAdapter\Tests\Support\StartingServer;
 use Zeusi\GaneshaShmAdapter\Tests\Support\TempDir;
 
 /**
@@ -40,6 +41,7 @@ use Zeusi\GaneshaShmAdapter\Tests\Support\TempDir;
 final class ApacheServer
 {
     use JsonRequests;
+    use StartingServer;
 
     public const APACHE2 = '/usr/sbin/apache2';
 
@@ -52,6 +54,9 @@ final class ApacheServer
     public const SETPRIV = '/usr/bin/setpriv';
 
     private const START_TIMEOUT_S = 15.0;
+
+    /** What the messages of StartingServer call the server's process. */
+    private const PROCESS_NAME = 'apache2';
 
     private const STOP_TIMEOUT_S = 5.0;
 
@@ -649,21 +654,6 @@ final class ApacheServer
             if ($path === \dirname($path)) {
                 return;
             }
-        }
-    }
-
-    /** Polls $condition until it holds; fails with the logs after START_TIMEOUT_S seconds or if the parent exited. */
-    private function waitUntil(string $what, callable $condition): void
-    {
-        $deadline = \microtime(true) + self::START_TIMEOUT_S;
-        while (!$condition()) {
-            if ($this->process === null || !\proc_get_status($this->process)['running']) {
-                throw new \RuntimeException("apache2 exited while waiting for {$what}\n" . $this->errorLog());
-            }
-            if (\microtime(true) > $deadline) {
-                throw new \RuntimeException(\sprintf("Waited %.0f s for %s\n%s", self::START_TIMEOUT_S, $what, $this->errorLog()));
-            }
-            \usleep(20_000);
         }
     }
 

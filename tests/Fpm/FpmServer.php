@@ -9,6 +9,7 @@ use Zeusi\GaneshaShmAdapter\Tests\Support\LoadClients;
 use Zeusi\GaneshaShmAdapter\Tests\Support\Loopback;
 use Zeusi\GaneshaShmAdapter\Tests\Support\Php;
 use Zeusi\GaneshaShmAdapter\Tests\Support\ProcFs;
+use Zeusi\GaneshaShmAdapter\Tests\Support\StartingServer;
 use Zeusi\GaneshaShmAdapter\Tests\Support\TempDir;
 
 /**
@@ -28,8 +29,12 @@ use Zeusi\GaneshaShmAdapter\Tests\Support\TempDir;
 final class FpmServer
 {
     use JsonRequests;
+    use StartingServer;
 
     private const START_TIMEOUT_S = 10.0;
+
+    /** What the messages of StartingServer call the server's process. */
+    private const PROCESS_NAME = 'php-fpm';
 
     private const SIGKILL = 9;
     private const SIGTERM = 15;
@@ -333,21 +338,6 @@ final class FpmServer
         \fclose($socket);
 
         return true;
-    }
-
-    /** Polls $condition until it holds; fails with the logs after START_TIMEOUT_S seconds or if the master exited. */
-    private function waitUntil(string $what, callable $condition): void
-    {
-        $deadline = \microtime(true) + self::START_TIMEOUT_S;
-        while (!$condition()) {
-            if ($this->process === null || !\proc_get_status($this->process)['running']) {
-                throw new \RuntimeException("php-fpm exited while waiting for {$what}\n" . $this->errorLog());
-            }
-            if (\microtime(true) > $deadline) {
-                throw new \RuntimeException(\sprintf("Waited %.0f s for %s\n%s", self::START_TIMEOUT_S, $what, $this->errorLog()));
-            }
-            \usleep(20_000);
-        }
     }
 
     /**

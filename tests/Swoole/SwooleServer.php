@@ -10,6 +10,7 @@ use Zeusi\GaneshaShmAdapter\Tests\Support\JsonRequests;
 use Zeusi\GaneshaShmAdapter\Tests\Support\Loopback;
 use Zeusi\GaneshaShmAdapter\Tests\Support\Php;
 use Zeusi\GaneshaShmAdapter\Tests\Support\ProcFs;
+use Zeusi\GaneshaShmAdapter\Tests\Support\StartingServer;
 use Zeusi\GaneshaShmAdapter\Tests\Support\TempDir;
 
 /**
@@ -33,6 +34,7 @@ use Zeusi\GaneshaShmAdapter\Tests\Support\TempDir;
 final class SwooleServer
 {
     use JsonRequests;
+    use StartingServer;
 
     public const DEFAULT_TAG = 'v6.2.2';
 
@@ -43,6 +45,9 @@ final class SwooleServer
     private const SETPRIV = '/usr/bin/setpriv';
 
     private const START_TIMEOUT_S = 15.0;
+
+    /** What the messages of StartingServer call the server's process. */
+    private const PROCESS_NAME = 'Swoole';
 
     private const SIGKILL = 9;
     private const SIGTERM = 15;
@@ -289,21 +294,6 @@ final class SwooleServer
         }
 
         return null;
-    }
-
-    /** Polls $condition until it holds; fails with the logs after START_TIMEOUT_S seconds or if the master exited. */
-    private function waitUntil(string $what, callable $condition): void
-    {
-        $deadline = \microtime(true) + self::START_TIMEOUT_S;
-        while (!$condition()) {
-            if ($this->process === null || !\proc_get_status($this->process)['running']) {
-                throw new \RuntimeException("Swoole exited while waiting for {$what}\n" . $this->errorLog());
-            }
-            if (\microtime(true) > $deadline) {
-                throw new \RuntimeException(\sprintf("Waited %.0f s for %s\n%s", self::START_TIMEOUT_S, $what, $this->errorLog()));
-            }
-            \usleep(20_000);
-        }
     }
 
     /**
