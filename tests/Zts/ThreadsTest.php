@@ -98,8 +98,7 @@ final class ThreadsTest extends TestCase
     {
         $path = $this->dir . '/circuits';
         $key = Unique::name('truncated_');
-        $command = [ZtsPhp::harness(), '-t', '4', '-r', '400', '-d', 'extension=' . ZtsPhp::extension(), '-d', 'ganesha_shm.path=' . $path,
-            __DIR__ . '/scripts/request.php', \http_build_query(['script' => 'native', 'op' => 'increment', 'key' => $key])];
+        $command = ZtsPhp::command(4, 400, ['script' => 'native', 'op' => 'increment', 'key' => $key], ['ganesha_shm.path' => $path]);
         $harness = \proc_open($command, [0 => ['file', '/dev/null', 'r'], 1 => ['file', $this->dir . '/out', 'w'], 2 => ['file', $this->dir . '/err', 'w']], $pipes);
         self::assertIsResource($harness);
         // truncated once a tenth of the requests ran

@@ -87,6 +87,27 @@ final class ZtsPhp
     }
 
     /**
+     * The harness's command line for run(), for a test that starts it itself.
+     *
+     * @param array<string, scalar> $query
+     * @param array<string, scalar> $ini
+     * @return list<string>
+     */
+    public static function command(int $threads, int $requests, array $query, array $ini = [], int $waves = 1, bool $fork = false): array
+    {
+        $command = [self::harness(), '-t', (string) $threads, '-r', (string) $requests, '-w', (string) $waves];
+        if ($fork) {
+            $command[] = '-f';
+        }
+        foreach (['extension' => self::extension()] + $ini as $name => $value) {
+            \array_push($command, '-d', $name . '=' . $value);
+        }
+        \array_push($command, __DIR__ . '/scripts/request.php', \http_build_query($query));
+
+        return $command;
+    }
+
+    /**
      * Runs $threads threads of $requests requests of tests/Zts/scripts/request.php, in $waves
      * waves, the extension loaded with $ini, with $query; $fork: PHP starts, then the process
      * forks and the threads run in the child (harness.c's -f).
@@ -98,15 +119,7 @@ final class ZtsPhp
      */
     public static function run(int $threads, int $requests, array $query, array $ini = [], int $waves = 1, bool $fork = false, array $wrapper = [], float $timeout = 120.0): array
     {
-        $command = [...$wrapper, self::harness(), '-t', (string) $threads, '-r', (string) $requests, '-w', (string) $waves];
-        if ($fork) {
-            $command[] = '-f';
-        }
-        foreach (['extension' => self::extension()] + $ini as $name => $value) {
-            \array_push($command, '-d', $name . '=' . $value);
-        }
-        \array_push($command, __DIR__ . '/scripts/request.php', \http_build_query($query));
-        $result = Command::run($command, null, null, $timeout);
+        $result = Command::run([...$wrapper, ...self::command($threads, $requests, $query, $ini, $waves, $fork)], null, null, $timeout);
         $answers = [];
         foreach (\explode("\n", \trim($result['stdout'])) as $line) {
             if ($line !== '') {
