@@ -502,26 +502,6 @@ final class ApacheServer
         return $clean;
     }
 
-    /**
-     * What runs apache2 apart from this process's process group: on stopping (and on a full
-     * restart) the prefork parent sends SIGTERM to its whole process group, which would
-     * otherwise be PHPUnit's. setsid() gives it a group of its own, in the same process (this
-     * process's child is no group leader, so setsid does not fork); setpriv, where it exists,
-     * makes the kernel send it SIGTERM when this process ends, even by SIGKILL or Ctrl-C, which no
-     * longer reach it through the terminal.
-     *
-     * @return list<string>
-     */
-    private static function detached(): array
-    {
-        $command = [self::SETSID];
-        if (\is_executable(self::SETPRIV)) {
-            \array_push($command, self::SETPRIV, '--pdeathsig', 'TERM');
-        }
-
-        return $command;
-    }
-
     /** @param array<string, scalar> $directives more directives */
     private function config(array $directives): string
     {

@@ -121,10 +121,7 @@ final class SwooleServer
         $dir = TempDir::create('ganesha-shm-swoole-');
         $server = new self($dir, Loopback::freePort(), $workers, $hooks);
 
-        $command = [self::SETSID];
-        if (\is_executable(self::SETPRIV)) {
-            \array_push($command, self::SETPRIV, '--pdeathsig', 'TERM');
-        }
+        $command = self::detached();
         \array_push(
             $command,
             \PHP_BINARY,
