@@ -4,7 +4,6 @@ declare(strict_types=1);
 
 namespace Zeusi\GaneshaShmAdapter\Tests\Fleet;
 
-use Zeusi\GaneshaShmAdapter\Tests\Support\FleetHost;
 use Zeusi\GaneshaShmAdapter\Tests\Support\SkewedClock;
 
 /**
@@ -16,18 +15,7 @@ final class FleetTest extends FleetTestCase
 {
     public function testFailuresSpreadOverTheFleetOpenEveryHostWithinTwoIntervals(): void
     {
-        $hosts = $this->startHosts();
-        $service = self::service('spread');
-        foreach ($hosts as $host) {
-            $host->record($service, 2);
-            self::assertSame(2, self::own($host, $service)['failures'], 'alone, 2 failures are below minimumRequests (6)');
-        }
-        $after = $this->waitForSyncs($hosts, $this->nowMs());
-        foreach ($hosts as $host) {
-            self::assertFalse($host->available($service), "host {$host->name} trips on the fleet's 6 failures");
-            $fleet = $host->snapshot()['snapshot'][$service]['fleet'];
-            self::assertSame([6, true], [$fleet['failures'], $fleet['decides']], $host->name);
-        }
+        $after = $this->assertFailuresSpreadOverTheFleetOpenEveryHost($this->startHosts(), self::service('spread'));
         self::report("every host open {$after} ms after the last failure (interval " . self::INTERVAL_MS . ' ms)');
     }
 
@@ -75,8 +63,7 @@ final class FleetTest extends FleetTestCase
 
     public function testFleetCountsAreExactAndEveryHostKeepsItsOwn(): void
     {
-        $hosts = $this->startHosts(3, ['timeWindow' => 600, 'failureRateThreshold' => 100, 'minimumRequests' => 1_000_000, 'intervalToHalfOpen' => 600]);
-        $this->assertExactCounts($hosts, false);
+        $this->assertExactCounts($this->startHosts(3, self::COUNTING), false);
     }
 
     /**
@@ -232,95 +219,5 @@ final class FleetTest extends FleetTestCase
         }
         $gone = $this->waitForNoKeys(fn () => $this->keys(), 'every key, once the sidecars stopped', 15.0);
         self::report(\count($keys) . " keys: the services' gone {$idle} ms after the last traffic's sync (window 2 s), the rest {$gone} ms after the sidecars stopped");
-    }
-
-    /**
-     * Random events of three services on three hosts; then every host's own counts are its own
-     * events, and its fleet view is the sum of every host's. With $skewed, the views are awaited
-     * (one host's clock is ahead: the others count its events once their clocks reach them).
-     *
-     * @param list<FleetHost> $hosts
-     */
-    private function assertExactCounts(array $hosts, bool $skewed): void
-    {
-        $services = [self::service('mix'), self::service('mix'), self::service('mix')];
-        $seen = [];
-        // A success of every service on every host first: a host keeps the fleet's counts of the
-        // services it counts itself.
-        foreach ($hosts as $host) {
-            foreach ($services as $service) {
-                $host->record($service, 0, 1);
-                $seen[$host->name][$service] = ['failures' => 0, 'successes' => 1];
-            }
-        }
-        \mt_srand(22);
-        for ($round = 0; $round < 12; ++$round) {
-            $host = $hosts[\mt_rand(0, 2)];
-            $service = $services[\mt_rand(0, 2)];
-            [$failures, $successes] = [\mt_rand(0, 5), \mt_rand(0, 9)];
-            $host->record($service, $failures, $successes);
-            $seen[$host->name][$service]['failures'] = ($seen[$host->name][$service]['failures'] ?? 0) + $failures;
-            $seen[$host->name][$service]['successes'] = ($seen[$host->name][$service]['successes'] ?? 0) + $successes;
-        }
-        $this->waitForSyncs($hosts, $this->nowMs());
-        $totals = [];
-        foreach ($services as $service) {
-            $total = ['failures' => 0, 'successes' => 0];
-            foreach ($hosts as $host) {
-                $total['failures'] += $seen[$host->name][$service]['failures'] ?? 0;
-                $total['successes'] += $seen[$host->name][$service]['successes'] ?? 0;
-            }
-            $totals[$service] = [$total['failures'], $total['successes'], 0];
-        }
-        if ($skewed) {
-            $exact = function () use ($hosts, $totals): bool {
-                foreach ($hosts as $host) {
-                    foreach ($totals as $service => $total) {
-                        if (\array_values(self::fleetCounts($host, $service) ?? []) !== $total) {
-                            return false;
-                        }
-                    }
-                }
-
-                return true;
-            };
-            $settled = $this->waitUntil($exact, 'every fleet view adds up', 30.0);
-            self::report("one host 8 s ahead: every fleet view exact {$settled} ms after the last events' sync");
-        }
-        foreach ($services as $service) {
-            foreach ($hosts as $host) {
-                $own = self::own($host, $service) ?? ['failures' => 0, 'successes' => 0, 'rejections' => 0];
-                $mine = $seen[$host->name][$service] ?? ['failures' => 0, 'successes' => 0];
-                self::assertSame([$mine['failures'], $mine['successes'], 0], [$own['failures'], $own['successes'], $own['rejections']], "{$host->name}'s own counts of {$service}");
-                self::assertSame($totals[$service], \array_values(self::fleetCounts($host, $service) ?? []), "{$host->name}'s fleet view of {$service}");
-            }
-        }
-    }
-
-    /**
-     * Reports a success and a failure on each host, round after round, for $seconds: the
-     * slowest report in ms. Fails if a report is slow enough to have waited on Redis, or if a
-     * host's PHP process holds a socket (requests never touch the network).
-     *
-     * @param list<\Zeusi\GaneshaShmAdapter\Tests\Support\FleetHost> $hosts
-     */
-    private function trafficFor(float $seconds, array $hosts, string $service): float
-    {
-        $slowest = 0.0;
-        $deadline = \microtime(true) + $seconds;
-        $other = $service . '.other';
-        while (\microtime(true) < $deadline) {
-            foreach ($hosts as $host) {
-                $slowest = \max($slowest, $host->record($other, 1, 1));
-            }
-            \usleep(50_000);
-        }
-        foreach ($hosts as $host) {
-            self::assertSame(0, $host->ask(['op' => 'sockets'])['sockets'], "{$host->name}'s PHP holds no socket");
-        }
-        // A command timeout of the sidecars is 300 ms: a report that waited on Redis would take it.
-        self::assertLessThan(250.0, $slowest, 'no report waits on Redis');
-
-        return $slowest;
     }
 }

@@ -26,6 +26,12 @@ abstract class FleetTestCase extends TestCase
     /** Ganesha's settings of the hosts, unless a test gives others. */
     protected const GANESHA = ['timeWindow' => 60, 'failureRateThreshold' => 50, 'minimumRequests' => 6, 'intervalToHalfOpen' => 600];
 
+    /** Ganesha's settings that count and never trip, for the exact-count scenario (assertExactCounts()). */
+    protected const COUNTING = ['timeWindow' => 600, 'failureRateThreshold' => 100, 'minimumRequests' => 1_000_000, 'intervalToHalfOpen' => 600];
+
+    /** What ends the line of a sidecar that cannot sync, and of no other line. */
+    protected const ALONE = 'hosts decide alone until it is back';
+
     protected string $dir;
 
     protected ?RedisServer $redis = null;
@@ -120,6 +126,58 @@ abstract class FleetTestCase extends TestCase
             '--interval-ms', (string) self::INTERVAL_MS, '--connect-timeout-ms', '300', '--command-timeout-ms', '300',
             ...$more,
         ];
+    }
+
+    /**
+     * Starts three hosts on $redisUrl whose sidecars are to be refused, and shows that they decide
+     * alone: with 2 failures of a service on each, no host's sync state is fresh at any time for
+     * four intervals of the sidecars retrying; then each has counted failed syncs, has no fleet
+     * view, and is closed on its own 2 failures where the fleet's 6 would open it. Each sidecar
+     * said why in one line, with no "connected to" line unless $connects (a server that accepts
+     * the connection and refuses a command).
+     *
+     * @param list<string> $sidecarFlags
+     * @return array<string, string> that line, by host name
+     */
+    protected function assertRefusedHostsDecideAlone(string $redisUrl, array $sidecarFlags = [], bool $connects = false): array
+    {
+        $service = self::service('refused');
+        for ($i = 1; $i <= 3; ++$i) {
+            $this->startHost("h{$i}", self::GANESHA, $redisUrl, $sidecarFlags)->record($service, 2);
+        }
+        $said = function (): bool {
+            $said = 0;
+            foreach ($this->hosts as $host) {
+                self::assertTrue($host->sidecar->running(), "{$host->name}'s sidecar retries, it does not exit:\n" . $this->logs());
+                $said += \min(1, $host->sidecar->logLines(self::ALONE));
+            }
+
+            return $said === \count($this->hosts);
+        };
+        $this->waitUntil($said, 'each sidecar says why it is refused', 10.0);
+        $watched = \microtime(true) + 4 * self::INTERVAL_MS / 1000;
+        while (\microtime(true) < $watched) {
+            foreach ($this->hosts as $host) {
+                self::assertNull($host->syncedAtMs(), "{$host->name}'s sync state is never fresh:\n" . $this->logs());
+                self::assertTrue($host->sidecar->running(), "{$host->name}'s sidecar retries, it does not exit:\n" . $this->logs());
+            }
+            \usleep(20_000);
+        }
+        $lines = [];
+        foreach ($this->hosts as $host) {
+            self::assertGreaterThan(0, $host->snapshot()['info']['fleet_sync_errors'], "{$host->name}'s sidecar counts its failed syncs");
+            self::assertNull(self::fleetCounts($host, $service), "{$host->name} has no fleet view");
+            self::assertTrue($host->available($service), "{$host->name} decides alone on its 2 failures: closed");
+            $log = $host->sidecar->logText();
+            self::assertSame(1, $host->sidecar->logLines(self::ALONE), "one line says why, however often the sidecar retried:\n{$log}");
+            if (!$connects) {
+                self::assertSame(0, $host->sidecar->logLines('connected to'), "no connection:\n{$log}");
+            }
+            \preg_match('/^.*' . \preg_quote(self::ALONE, '/') . '.*$/m', $log, $line);
+            $lines[$host->name] = $line[0];
+        }
+
+        return $lines;
     }
 
     /**
@@ -223,6 +281,138 @@ abstract class FleetTestCase extends TestCase
     protected function fleetKeys(): array
     {
         return \array_values(\array_unique([...$this->keys("*{{$this->fleet}*"), ...$this->keys("ganesha-shm:{$this->fleet}:*")]));
+    }
+
+    /**
+     * The suite's first scenario: 2 failures of $service on each host, below minimumRequests (6)
+     * alone, open every host on the fleet's 6 once the sidecars synced twice. How long that took
+     * after the last failure, in ms.
+     *
+     * @param list<FleetHost> $hosts three hosts with Ganesha's settings of GANESHA
+     */
+    protected function assertFailuresSpreadOverTheFleetOpenEveryHost(array $hosts, string $service): int
+    {
+        foreach ($hosts as $host) {
+            $host->record($service, 2);
+            self::assertSame(2, self::own($host, $service)['failures'], 'alone, 2 failures are below minimumRequests (6)');
+        }
+        $after = $this->waitForSyncs($hosts, $this->nowMs());
+        foreach ($hosts as $host) {
+            self::assertFalse($host->available($service), "host {$host->name} trips on the fleet's 6 failures");
+            $fleet = $host->snapshot()['snapshot'][$service]['fleet'];
+            self::assertSame([6, true], [$fleet['failures'], $fleet['decides']], $host->name);
+        }
+
+        return $after;
+    }
+
+    /**
+     * Random events of three services on three hosts; then every host's own counts are its own
+     * events, and its fleet view is the sum of every host's. With $skewed, the views are awaited
+     * (one host's clock is ahead: the others count its events once their clocks reach them).
+     *
+     * @param list<FleetHost> $hosts
+     */
+    protected function assertExactCounts(array $hosts, bool $skewed): void
+    {
+        $services = [self::service('mix'), self::service('mix'), self::service('mix')];
+        $seen = [];
+        // A success of every service on every host first: a host keeps the fleet's counts of the
+        // services it counts itself.
+        foreach ($hosts as $host) {
+            foreach ($services as $service) {
+                $host->record($service, 0, 1);
+                $seen[$host->name][$service] = ['failures' => 0, 'successes' => 1];
+            }
+        }
+        \mt_srand(22);
+        for ($round = 0; $round < 12; ++$round) {
+            $host = $hosts[\mt_rand(0, 2)];
+            $service = $services[\mt_rand(0, 2)];
+            [$failures, $successes] = [\mt_rand(0, 5), \mt_rand(0, 9)];
+            $host->record($service, $failures, $successes);
+            $seen[$host->name][$service]['failures'] = ($seen[$host->name][$service]['failures'] ?? 0) + $failures;
+            $seen[$host->name][$service]['successes'] = ($seen[$host->name][$service]['successes'] ?? 0) + $successes;
+        }
+        $this->waitForSyncs($hosts, $this->nowMs());
+        $totals = [];
+        foreach ($services as $service) {
+            $total = ['failures' => 0, 'successes' => 0];
+            foreach ($hosts as $host) {
+                $total['failures'] += $seen[$host->name][$service]['failures'] ?? 0;
+                $total['successes'] += $seen[$host->name][$service]['successes'] ?? 0;
+            }
+            $totals[$service] = [$total['failures'], $total['successes'], 0];
+        }
+        if ($skewed) {
+            $exact = function () use ($hosts, $totals): bool {
+                foreach ($hosts as $host) {
+                    foreach ($totals as $service => $total) {
+                        if (\array_values(self::fleetCounts($host, $service) ?? []) !== $total) {
+                            return false;
+                        }
+                    }
+                }
+
+                return true;
+            };
+            $settled = $this->waitUntil($exact, 'every fleet view adds up', 30.0);
+            self::report("one host 8 s ahead: every fleet view exact {$settled} ms after the last events' sync");
+        }
+        foreach ($services as $service) {
+            foreach ($hosts as $host) {
+                $own = self::own($host, $service) ?? ['failures' => 0, 'successes' => 0, 'rejections' => 0];
+                $mine = $seen[$host->name][$service] ?? ['failures' => 0, 'successes' => 0];
+                self::assertSame([$mine['failures'], $mine['successes'], 0], [$own['failures'], $own['successes'], $own['rejections']], "{$host->name}'s own counts of {$service}");
+                self::assertSame($totals[$service], \array_values(self::fleetCounts($host, $service) ?? []), "{$host->name}'s fleet view of {$service}");
+            }
+        }
+    }
+
+    /**
+     * Reports a success and a failure on each host, round after round, for $seconds: the
+     * slowest report in ms. Fails if a report is slow enough to have waited on Redis, or if a
+     * host's PHP process holds a socket (requests never touch the network).
+     *
+     * @param list<FleetHost> $hosts
+     */
+    protected function trafficFor(float $seconds, array $hosts, string $service): float
+    {
+        $deadline = \microtime(true) + $seconds;
+
+        return $this->trafficWhile(fn () => \microtime(true) < $deadline, $hosts, $service);
+    }
+
+    /**
+     * As trafficFor(), round after round while $going() holds (asked after each round, every
+     * 20 ms or so: it may watch what the round is to show, and fail the test); the slowest
+     * report in ms.
+     *
+     * @param callable(): bool $going
+     * @param list<FleetHost> $hosts
+     */
+    protected function trafficWhile(callable $going, array $hosts, string $service): float
+    {
+        $slowest = 0.0;
+        $other = $service . '.other';
+        $round = 0.0;
+        do {
+            // A round every 50 ms, as many as trafficFor() always made, whatever $going() costs.
+            if (\microtime(true) >= $round) {
+                foreach ($hosts as $host) {
+                    $slowest = \max($slowest, $host->record($other, 1, 1));
+                }
+                $round = \microtime(true) + 0.05;
+            }
+            \usleep(20_000);
+        } while ($going());
+        foreach ($hosts as $host) {
+            self::assertSame(0, $host->ask(['op' => 'sockets'])['sockets'], "{$host->name}'s PHP holds no socket");
+        }
+        // A command timeout of the sidecars is 300 ms: a report that waited on Redis would take it.
+        self::assertLessThan(250.0, $slowest, 'no report waits on Redis');
+
+        return $slowest;
     }
 
     /** @return array{failures: int, successes: int, rejections: int}|null this host's own counts */
