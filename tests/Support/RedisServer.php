@@ -7,29 +7,69 @@ namespace Zeusi\GaneshaShmAdapter\Tests\Support;
 /**
  * A redis-server (Debian's) the tests start on a free port of the loopback, with nothing saved
  * to disk, and stop by its pid. It can be stopped for a while (SIGSTOP), killed, and started
- * again on the same port, empty.
+ * again on the same port, empty. It can also be another server that speaks Redis's protocol
+ * (valkey-server), serve TLS only (RedisTls), or be a Sentinel (redis-sentinel) watching one.
  */
 final class RedisServer
 {
     private ?int $pid = null;
 
+    /**
+     * @param list<string> $args more arguments of the server
+     * @param string|null $config the configuration file of a Sentinel, its one argument
+     */
     private function __construct(
         public readonly int $port,
         private readonly string $dir,
         private readonly bool $cluster,
+        private readonly string $server = 'redis-server',
+        private readonly ?RedisTls $tls = null,
+        private readonly array $args = [],
+        private readonly ?string $config = null,
     ) {
     }
 
-    /** Null when redis-server is not installed. */
-    public static function start(string $dir, bool $cluster = false): ?self
+    /**
+     * Null when $server (redis-server, or valkey-server) is not installed.
+     *
+     * @param RedisTls|null $tls TLS on its port, and no plain TCP
+     * @param list<string> $args more arguments of the server (`--replicaof 127.0.0.1 <port>`)
+     */
+    public static function start(string $dir, bool $cluster = false, string $server = 'redis-server', ?RedisTls $tls = null, array $args = []): ?self
     {
-        if (self::binary('redis-server') === null) {
+        if (self::binary($server) === null) {
             return null;
         }
-        $server = new self(Loopback::freePort(), $dir, $cluster);
-        $server->run();
+        $started = new self(Loopback::freePort(), $dir, $cluster, $server, $tls, $args);
+        $started->run();
 
-        return $server;
+        return $started;
+    }
+
+    /**
+     * A redis-sentinel watching $master as the master named $name, which $quorum Sentinels must
+     * agree is down before one fails it over: down once it has not answered for $downAfterMs.
+     * Its configuration file (which Sentinel rewrites as it learns) is in $dir. Null when
+     * redis-sentinel is not installed.
+     */
+    public static function sentinel(string $dir, string $name, self $master, int $quorum, int $downAfterMs = 1000, int $failoverTimeoutMs = 3000): ?self
+    {
+        if (self::binary('redis-sentinel') === null) {
+            return null;
+        }
+        $port = Loopback::freePort();
+        $config = "{$dir}/redis-sentinel-{$port}.conf";
+        \file_put_contents($config, \implode("\n", [
+            "port {$port}", 'bind 127.0.0.1', 'daemonize no', "logfile {$dir}/redis-sentinel-{$port}.log", "dir {$dir}",
+            'sentinel resolve-hostnames no',
+            "sentinel monitor {$name} 127.0.0.1 {$master->port} {$quorum}",
+            "sentinel down-after-milliseconds {$name} {$downAfterMs}",
+            "sentinel failover-timeout {$name} {$failoverTimeoutMs}",
+        ]) . "\n");
+        $sentinel = new self($port, $dir, false, 'redis-sentinel', null, [], $config);
+        $sentinel->run();
+
+        return $sentinel;
     }
 
     public static function binary(string $name): ?string
@@ -39,21 +79,23 @@ final class RedisServer
 
     public function url(): string
     {
-        return 'redis://127.0.0.1:' . $this->port;
+        return ($this->tls === null ? 'redis' : 'rediss') . '://127.0.0.1:' . $this->port;
     }
 
     public function pid(): int
     {
-        return $this->pid ?? throw new \LogicException('redis-server is not running');
+        return $this->pid ?? throw new \LogicException("{$this->server} is not running");
     }
 
     /** Starts it (again) on its port, empty, and waits until it answers. */
     public function run(): void
     {
-        $args = [
-            (string) self::binary('redis-server'),
-            '--port', (string) $this->port, '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no',
-            '--dir', $this->dir, '--daemonize', 'no', '--logfile', $this->dir . "/redis-{$this->port}.log",
+        $args = $this->config !== null ? [(string) self::binary($this->server), $this->config] : [
+            (string) self::binary($this->server),
+            ...($this->tls?->serverArgs($this->port) ?? ['--port', (string) $this->port]),
+            '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no',
+            '--dir', $this->dir, '--daemonize', 'no', '--logfile', $this->log(),
+            ...$this->args,
         ];
         if ($this->cluster) {
             @\unlink($this->dir . "/nodes-{$this->port}.conf");
@@ -61,7 +103,7 @@ final class RedisServer
         }
         $process = \proc_open(['/bin/sh', '-c', 'exec "$@" </dev/null >/dev/null 2>&1 & echo $!', 'sh', ...$args], [1 => ['pipe', 'w']], $pipes);
         if (!\is_resource($process)) {
-            throw new \RuntimeException('Could not start redis-server');
+            throw new \RuntimeException("Could not start {$this->server}");
         }
         $this->pid = (int) \trim((string) \stream_get_contents($pipes[1]));
         \fclose($pipes[1]);
@@ -69,7 +111,7 @@ final class RedisServer
         $deadline = \microtime(true) + 10.0;
         while ($this->cli(['PING'])['stdout'] !== "PONG\n") {
             if (\microtime(true) > $deadline) {
-                throw new \RuntimeException("redis-server on port {$this->port} did not answer: " . @\file_get_contents($this->dir . "/redis-{$this->port}.log"));
+                throw new \RuntimeException("{$this->server} on port {$this->port} did not answer: " . @\file_get_contents($this->log()));
             }
             \usleep(20_000);
         }
@@ -83,7 +125,13 @@ final class RedisServer
      */
     public function cli(array $args): array
     {
-        return Command::run([(string) self::binary('redis-cli'), '-h', '127.0.0.1', '-p', (string) $this->port, ...$args], timeout: 10.0);
+        return Command::run([(string) self::binary('redis-cli'), '-h', '127.0.0.1', '-p', (string) $this->port, ...($this->tls?->cliArgs() ?? []), ...$args], timeout: 10.0);
+    }
+
+    /** Its log file. */
+    public function log(): string
+    {
+        return "{$this->dir}/{$this->server}-{$this->port}.log";
     }
 
     public function signal(int $signal): void
