@@ -1,0 +1,93 @@
+<?php
+
+declare(strict_types=1);
+
+namespace Zeusi\GaneshaShmAdapter\Tests\Fleet;
+
+use Zeusi\GaneshaShmAdapter\Tests\Support\RedisServer;
+use Zeusi\GaneshaShmAdapter\Tests\Support\TlsFiles;
+
+/**
+ * Fleet mode over TLS (rediss://), as the managed Redis services serve it: Debian's redis-server
+ * on a TLS port and no plain one, with a CA and certificates the test makes with openssl
+ * (TlsFiles). A certificate that does not verify is refused, in one line saying so, and never
+ * makes the sidecar fall back to plain TCP: the hosts decide alone.
+ */
+final class FleetTlsTest extends FleetTestCase
+{
+    private TlsFiles $tls;
+
+    protected function setUp(): void
+    {
+        parent::setUp();
+        if (TlsFiles::openssl() === null) {
+            self::markTestSkipped('openssl is not installed (apt-get install openssl)');
+        }
+        $this->tls = TlsFiles::make($this->dir);
+    }
+
+    public function testFailuresSpreadOverTheFleetOpenEveryHostOverTls(): void
+    {
+        $this->redis = RedisServer::start($this->dir, tls: $this->tls->server());
+        self::assertStringStartsWith('rediss://', $this->redis->url());
+        $hosts = $this->startHosts(3, self::GANESHA, $this->redis->url(), ['--tls-ca-file', $this->tls->ca]);
+
+        $after = $this->assertFailuresSpreadOverTheFleetOpenEveryHost($hosts, self::service('tls'));
+        self::assertNotSame([], $this->keys("*{{$this->fleet}*"), 'the fleet wrote its counts, over TLS');
+        self::report("TLS: every host open {$after} ms after the last failure (interval " . self::INTERVAL_MS . ' ms)');
+    }
+
+    /** A server whose certificate another CA signed: refused, never trusted for lack of a better one. */
+    public function testAServerCertificateOfAnotherCaIsRefusedAndTheHostsDecideAlone(): void
+    {
+        $this->redis = RedisServer::start($this->dir, tls: $this->tls->server());
+        $lines = $this->assertRefusedHostsDecideAlone($this->redis->url(), ['--tls-ca-file', $this->tls->otherCa]);
+        foreach ($lines as $name => $line) {
+            self::assertStringContainsString("cannot connect to {$this->redis->url()}", $line, $name);
+            self::assertStringContainsString('certificate verify failed', $line, $name);
+        }
+        self::assertSame([], $this->keys(), 'nothing reached the server');
+        self::report('TLS, another CA: ' . self::reason($lines['h1']));
+    }
+
+    public function testAnExpiredServerCertificateIsRefusedAndTheHostsDecideAlone(): void
+    {
+        $this->redis = RedisServer::start($this->dir, tls: $this->tls->server(expired: true));
+        $lines = $this->assertRefusedHostsDecideAlone($this->redis->url(), ['--tls-ca-file', $this->tls->ca]);
+        foreach ($lines as $name => $line) {
+            self::assertStringContainsString("cannot connect to {$this->redis->url()}", $line, $name);
+            self::assertStringContainsString('certificate verify failed', $line, $name);
+            self::assertStringContainsString('expired', $line, $name);
+        }
+        self::assertSame([], $this->keys(), 'nothing reached the server');
+        self::report('TLS, expired: ' . self::reason($lines['h1']));
+    }
+
+    /** A server that requires client certificates (mutual TLS) refuses a sidecar without one. */
+    public function testAServerRequiringClientCertificatesRefusesASidecarWithoutOne(): void
+    {
+        $this->redis = RedisServer::start($this->dir, tls: $this->tls->server(clientCertificates: true));
+        $lines = $this->assertRefusedHostsDecideAlone($this->redis->url(), ['--tls-ca-file', $this->tls->ca]);
+        foreach ($lines as $name => $line) {
+            self::assertStringContainsString("cannot connect to {$this->redis->url()}", $line, $name);
+        }
+        self::assertSame([], $this->keys(), 'nothing reached the server');
+        self::report('mutual TLS, no client certificate: ' . self::reason($lines['h1']));
+    }
+
+    public function testFailuresSpreadOverTheFleetOpenEveryHostOverMutualTls(): void
+    {
+        $this->redis = RedisServer::start($this->dir, tls: $this->tls->server(clientCertificates: true));
+        $flags = ['--tls-ca-file', $this->tls->ca, '--tls-cert-file', $this->tls->clientCert, '--tls-key-file', $this->tls->clientKey];
+        $hosts = $this->startHosts(3, self::GANESHA, $this->redis->url(), $flags);
+
+        $after = $this->assertFailuresSpreadOverTheFleetOpenEveryHost($hosts, self::service('mtls'));
+        self::report("mutual TLS: every host open {$after} ms after the last failure");
+    }
+
+    /** What a sidecar's line says after the URL, for the report. */
+    private static function reason(string $line): string
+    {
+        return \substr($line, (int) \strpos($line, 'cannot connect to'));
+    }
+}
