@@ -1,0 +1,75 @@
+<?php
+
+declare(strict_types=1);
+
+namespace Zeusi\GaneshaShmAdapter\Tests\Fleet;
+
+use Zeusi\GaneshaShmAdapter\Tests\Support\RedisServer;
+
+/**
+ * Fleet mode as an ACL user (redis://USER:PASSWORD@…) with the rights README gives one fleet and
+ * no more, as managed and self-run Redis alike give each application: the suite's first
+ * scenario runs with it, and a user short of one right is refused in a line naming the right.
+ */
+final class FleetAclTest extends FleetTestCase
+{
+    /**
+     * README's rule for the fleet NAME: the fleet's keys, of its hosts (`{NAME}`) and of its
+     * services' shards (`{NAME:<shard>}`), no channel, and the commands of a sync.
+     */
+    private const RULE = 'on >PASSWORD resetkeys ~ganesha-shm:2:{NAME}* ~ganesha-shm:2:{NAME:* resetchannels -@all'
+        . ' +script|load +evalsha +time +get +set +incr +expire +hlen +hgetall +hget +hmget +hset +hdel +scard +smembers'
+        . ' +sadd +zadd +zcount +zrangebyscore +zremrangebyscore +role +ping';
+
+    public function testFailuresSpreadOverTheFleetOpenEveryHostAsTheAclUserOfReadme(): void
+    {
+        $this->redis = RedisServer::start($this->dir);
+        [$user, $password] = $this->createUser(self::RULE);
+        $url = "redis://{$user}:{$password}@127.0.0.1:{$this->redis->port}";
+        $hosts = $this->startHosts(3, self::GANESHA, $url);
+
+        $after = $this->assertFailuresSpreadOverTheFleetOpenEveryHost($hosts, self::service('acl'));
+        $clients = \array_filter(\explode("\n", $this->redis->cli(['CLIENT', 'LIST'])['stdout']), fn (string $client) => $client !== '' && !\str_contains($client, 'cmd=client|list'));
+        self::assertGreaterThanOrEqual(3, \count($clients), 'a connection of each sidecar');
+        foreach ($clients as $client) {
+            self::assertStringContainsString(" user={$user} ", $client, 'every sidecar is the ACL user, not the default one');
+        }
+        foreach ($hosts as $host) {
+            self::assertStringNotContainsString($password, $host->sidecar->logText(), "{$host->name}'s log shows no password");
+        }
+        self::report("ACL user: every host open {$after} ms after the last failure");
+    }
+
+    public function testAUserWithoutOneRightIsRefusedInALineNamingItAndTheHostsDecideAlone(): void
+    {
+        $this->redis = RedisServer::start($this->dir);
+        $rule = \str_replace(' +zadd ', ' ', self::RULE);
+        self::assertNotSame(self::RULE, $rule);
+        [$user, $password] = $this->createUser($rule);
+
+        $lines = $this->assertRefusedHostsDecideAlone("redis://{$user}:{$password}@127.0.0.1:{$this->redis->port}", [], true);
+        foreach ($lines as $name => $line) {
+            self::assertStringContainsString('NOPERM', $line, $name);
+            self::assertStringContainsString("'zadd'", $line, "{$name}'s line names the missing right");
+            self::assertStringNotContainsString($password, $line, $name);
+        }
+        self::report('ACL user without +zadd: ' . \substr($lines['h1'], (int) \strpos($lines['h1'], 'redis://')));
+    }
+
+    /**
+     * A new user of the test's server with $rule (PASSWORD and NAME in it replaced by a new
+     * password and the test's fleet), made with redis-cli's ACL SETUSER; its name and password.
+     *
+     * @return array{0: string, 1: string}
+     */
+    private function createUser(string $rule): array
+    {
+        $user = 'fleet-' . \bin2hex(\random_bytes(3));
+        $password = \bin2hex(\random_bytes(12));
+        $args = \explode(' ', \str_replace(['PASSWORD', 'NAME'], [$password, $this->fleet], $rule));
+        $created = $this->redis->cli(['ACL', 'SETUSER', $user, ...$args]);
+        self::assertSame("OK\n", $created['stdout'], $created['stderr']);
+
+        return [$user, $password];
+    }
+}
