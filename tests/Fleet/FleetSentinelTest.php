@@ -1,0 +1,155 @@
+<?php
+
+declare(strict_types=1);
+
+namespace Zeusi\GaneshaShmAdapter\Tests\Fleet;
+
+use Zeusi\GaneshaShmAdapter\Tests\Support\RedisServer;
+
+/**
+ * Fleet mode on a self-run Redis made highly available by Sentinel, the usual set-up of one that
+ * is not a Cluster: Debian's redis-sentinel, three Sentinels watching a master (the test's
+ * redis-server) and its one replica, all on loopback ports. The sidecars find the master through
+ * the Sentinels (--sentinel), and follow a failover to the replica the Sentinels promote.
+ */
+final class FleetSentinelTest extends FleetTestCase
+{
+    private const MASTER = 'mymaster';
+
+    protected function setUp(): void
+    {
+        parent::setUp();
+        if (RedisServer::binary('redis-sentinel') === null) {
+            self::markTestSkipped('redis-sentinel is not installed (apt-get install redis-sentinel)');
+        }
+    }
+
+    /**
+     * The master SIGKILLed under three hosts: each decides alone within two intervals (its sync
+     * state goes stale, by its own clock, two intervals after its last sync, which was before
+     * the kill); the Sentinels agree it is down (1 s without an answer, a quorum of 2) and
+     * promote the replica; within two intervals of that, every host's sidecar has synced with it
+     * (the retries' backoff is at most an interval), and the fleet view is rebuilt, the failures
+     * the hosts counted alone meanwhile included, which the new master never had. Requests are
+     * reported all along and none waits.
+     */
+    public function testTheHostsDecideAloneWhenTheMasterIsKilledAndFollowTheFailoverToTheReplica(): void
+    {
+        [$sentinels, $replica] = $this->startSentinels();
+        $urls = \implode(',', \array_map(fn (RedisServer $sentinel) => $sentinel->url(), $sentinels));
+        $hosts = $this->startHosts(3, self::GANESHA, $urls, ['--sentinel', self::MASTER]);
+        $service = self::service('sentinel');
+        $opened = $this->assertFailuresSpreadOverTheFleetOpenEveryHost($hosts, $service);
+        self::assertSame("127.0.0.1\n{$this->redis->port}\n", $sentinels[0]->cli(['SENTINEL', 'get-master-addr-by-name', self::MASTER])['stdout']);
+
+        $lastSync = [];
+        foreach ($hosts as $host) {
+            $lastSync[$host->name] = (int) $host->syncedAtMs();
+        }
+        $killed = $this->nowMs();
+        $this->redis->kill();
+        foreach ($hosts as $host) {
+            $host->record($service, 1); // counted alone: the new master never sees it but from the sidecars
+        }
+        $alone = [];
+        $checked = $this->nowMs();
+        $promoted = null;
+        $back = [];
+        $rebuilt = null;
+        $deadline = \microtime(true) + 30.0;
+        $watch = function () use ($hosts, $sentinels, $replica, $service, &$lastSync, &$alone, &$checked, &$promoted, &$back, &$rebuilt, $deadline): bool {
+            if (\microtime(true) > $deadline) {
+                self::fail('no fleet view after the failover: alone ' . \json_encode($alone) . ", promoted {$promoted}, back " . \json_encode($back) . "\n" . $this->logs());
+            }
+            foreach ($hosts as $host) {
+                $synced = $host->syncedAtMs();
+                if (!isset($alone[$host->name])) {
+                    if ($synced === null) {
+                        $alone[$host->name] = $this->nowMs();
+                    } else {
+                        $lastSync[$host->name] = $synced;
+                    }
+                } elseif ($promoted !== null && !isset($back[$host->name]) && $synced !== null && $synced >= $promoted) {
+                    $back[$host->name] = $synced;
+                }
+            }
+            if ($promoted === null) {
+                // When the first Sentinel names the replica; it did after the last poll naming none.
+                $polled = $this->nowMs();
+                foreach ($sentinels as $sentinel) {
+                    if ($sentinel->cli(['SENTINEL', 'get-master-addr-by-name', self::MASTER])['stdout'] === "127.0.0.1\n{$replica->port}\n") {
+                        $promoted = $checked;
+                        break;
+                    }
+                }
+                $checked = $polled;
+            }
+            if (\count($back) === \count($hosts) && $rebuilt === null) {
+                $nine = \array_filter($hosts, fn ($host) => (self::fleetCounts($host, $service)['failures'] ?? null) === 9);
+                $rebuilt = \count($nine) === \count($hosts) ? $this->nowMs() : null;
+            }
+
+            return $rebuilt === null;
+        };
+        $slowest = $this->trafficWhile($watch, $hosts, $service);
+
+        foreach ($hosts as $host) {
+            // Stale, by the segment's rule, two intervals after the last sync: before the kill.
+            self::assertLessThanOrEqual($killed, $lastSync[$host->name], "{$host->name} synced last before the kill");
+            self::assertLessThan($promoted, $alone[$host->name], "{$host->name} was seen deciding alone before the promotion");
+        }
+        $aloneAfter = \max($lastSync) + 2 * self::INTERVAL_MS - $killed;
+        self::assertLessThanOrEqual(2 * self::INTERVAL_MS, $aloneAfter, 'every host decides alone within two intervals of the kill');
+        $backAfter = \max($back) - $promoted;
+        self::assertLessThanOrEqual(2 * self::INTERVAL_MS, $backAfter, "every host's sidecar synced with the new master within two intervals of the promotion:\n" . $this->logs());
+        foreach ($hosts as $host) {
+            self::assertFalse($host->available($service), "{$host->name} open again on the fleet's 9 failures");
+            self::assertSame(9, self::fleetCounts($host, $service)['failures'] ?? null, $host->name);
+        }
+        self::assertStringContainsString("address=127.0.0.1:{$replica->port},", $this->sentinelMaster($sentinels[2]), 'the Sentinels agree on the new master');
+        self::assertNotSame([], \array_filter(\explode("\n", $replica->cli(['--scan', '--pattern', "*{$service}*"])['stdout'])), 'the counts are on the new master');
+        self::report(\sprintf(
+            'Sentinel: every host open %d ms after the last failure; master killed: every host alone %d ms after (seen after %d ms), the replica promoted %d ms after, '
+            . 'every host synced with it %d ms after the promotion, the fleet view rebuilt %d ms after it; slowest report %.2f ms',
+            $opened,
+            $aloneAfter,
+            \max($alone) - $killed,
+            $promoted - $killed,
+            $backAfter,
+            $rebuilt - $promoted,
+            $slowest
+        ));
+    }
+
+    /**
+     * The test's master (with no delay before it streams its data to a replica, 5 s by
+     * default), its replica, and three Sentinels watching the master with a quorum of 2, once
+     * the replica has its data and every Sentinel knows the replica and the two other Sentinels
+     * (from the master's INFO, and from their hello messages through it, every 2 s): what they
+     * need to fail the master over.
+     *
+     * @return array{0: list<RedisServer>, 1: RedisServer} the Sentinels and the replica
+     */
+    private function startSentinels(): array
+    {
+        $this->redis = RedisServer::start($this->dir, args: ['--repl-diskless-sync-delay', '0']);
+        $replica = RedisServer::start($this->dir, args: ['--replicaof', '127.0.0.1', (string) $this->redis->port]);
+        $this->nodes[] = $replica;
+        $this->waitUntil(fn () => \str_contains($replica->cli(['INFO', 'replication'])['stdout'], 'master_link_status:up'), 'the replica has the master\'s data');
+        $sentinels = [];
+        for ($i = 0; $i < 3; ++$i) {
+            $sentinels[] = $this->nodes[] = RedisServer::sentinel($this->dir, self::MASTER, $this->redis, 2);
+        }
+        foreach ($sentinels as $sentinel) {
+            $this->waitUntil(fn () => \str_contains($this->sentinelMaster($sentinel), 'slaves=1,sentinels=3'), "Sentinel {$sentinel->port} knows the replica and the other Sentinels");
+        }
+
+        return [$sentinels, $replica];
+    }
+
+    /** What a Sentinel's INFO says of the master it watches (`master0:name=mymaster,status=ok,address=…,slaves=1,sentinels=3`). */
+    private function sentinelMaster(RedisServer $sentinel): string
+    {
+        return $sentinel->cli(['INFO', 'sentinel'])['stdout'];
+    }
+}
