@@ -34,9 +34,11 @@ rustup_home=${RUSTUP_HOME:-$HOME/.rustup}
 # target checks its package with lintian). apache2 and libapache2-mod-php8.4 (Debian 13's mod_php,
 # /usr/lib/apache2/modules/libphp8.4.so), Guzzle and Symfony HttpClient (the middleware suite's)
 # are install-deps' too, named here so that a root cached before their suites gets them: a changed
-# list is installed into it. In the root no service
+# list is installed into it. valkey-server is for the fleet suite's Valkey tests, which run only
+# here (Debian 12 has no Valkey), and redis-sentinel is install-deps' too. In the root no service
 # starts on install (no init, no runlevel: invoke-rc.d declines), so no apache2 is left running.
-root_packages=(procps dpkg-dev lintian apache2 libapache2-mod-php8.4 php-guzzlehttp-guzzle php-symfony-http-client)
+root_packages=(procps dpkg-dev lintian apache2 libapache2-mod-php8.4 php-guzzlehttp-guzzle php-symfony-http-client
+               valkey-server redis-sentinel)
 # A root is intact when this marker holds the packages it was made with: a changed list is
 # installed into the existing root, and a root without the marker is made again.
 marker=.ganesha-shm-root
