@@ -7,50 +7,245 @@ use std::time::Duration;
 
 use ganesha_shm_core::fleet::valid_name;
 
-pub const USAGE: &str = "\
-usage: ganesha-shm-fleet [--config FILE] [--segment PATH] [--redis URL] [--fleet NAME] [--host NAME]
-                         [--interval-ms N] [--connect-timeout-ms N] [--command-timeout-ms N]
-                         [--cluster] [--suffixes LIST] [--syncs N]
-       ganesha-shm-fleet --help | --version
+/// One setting: its name in the config file (the flag is `--` and the name, with `-` for `_`),
+/// the value it takes ("" for a switch), its default, and what it is. `--help` and the man page
+/// (`--man`) are both written from this table, so that they cannot disagree.
+pub struct Setting {
+    pub name: &'static str,
+    pub value: &'static str,
+    pub default: &'static str,
+    pub help: &'static str,
+}
 
-Shares the circuit counts of this host's ganesha_shm segment with the other hosts of its fleet
-through Redis: every interval it sends what this host counted since the last sync and writes
-the fleet's sums, less this host's own, into the segment. PHP must run with ganesha_shm.fleet=1
-and ganesha_shm.path.
+pub const SETTINGS: &[Setting] = &[
+    Setting {
+        name: "config",
+        value: "FILE",
+        default: "",
+        help: "Read settings from FILE: `name = value` lines with the names of the flags, without \
+               their dashes and with _ for -; # starts a comment. A flag overrides the file. A \
+               flag only: a file names no other file.",
+    },
+    Setting {
+        name: "segment",
+        value: "PATH",
+        default: "required",
+        help: "The segment file, as ganesha_shm.path gives it (an absolute path).",
+    },
+    Setting {
+        name: "redis",
+        value: "URL",
+        default: "required",
+        help: "The Redis every host of the fleet shares: redis://[[USER]:PASSWORD@]HOST[:PORT][/DB], \
+               rediss://... for TLS, or unix:///PATH/TO/SOCKET[?db=DB&pass=PASSWORD]. With \
+               --cluster, the cluster's nodes, comma-separated; with --sentinel, the Sentinels \
+               (redis:// or rediss://, each with its own user and password). \
+               Redis 7.0 or later, or Valkey.",
+    },
+    Setting {
+        name: "fleet",
+        value: "NAME",
+        default: "required",
+        help: "The fleet's name, prefixing every key it writes, so that fleets can share a Redis: \
+               1 to 64 of A-Z a-z 0-9 . _ -",
+    },
+    Setting {
+        name: "host",
+        value: "NAME",
+        default: "the hostname",
+        help: "This host's name in logs and metrics; the fleet tells hosts apart by their \
+               segment's id, not by it.",
+    },
+    Setting { name: "interval_ms", value: "N", default: "1000", help: "The sync interval, 100 to 60000 milliseconds." },
+    Setting {
+        name: "connect_timeout_ms",
+        value: "N",
+        default: "500",
+        help: "The connect timeout (TLS handshake included), 10 to 60000 milliseconds.",
+    },
+    Setting {
+        name: "command_timeout_ms",
+        value: "N",
+        default: "500",
+        help: "The timeout of each round trip to Redis, 10 to 60000 milliseconds.",
+    },
+    Setting { name: "cluster", value: "", default: "no", help: "Redis is a Redis Cluster." },
+    Setting {
+        name: "sentinel",
+        value: "NAME",
+        default: "",
+        help: "Redis is the master Sentinel monitors under NAME: --redis lists the Sentinels, \
+               which are asked for the master at each connection, so that a failover is followed.",
+    },
+    Setting {
+        name: "master_user",
+        value: "USER",
+        default: "",
+        help: "With --sentinel, the ACL user on the master (default: none, the default user).",
+    },
+    Setting {
+        name: "master_password",
+        value: "PASSWORD",
+        default: "",
+        help: "With --sentinel, the master's password (default: none). Prefer the config file: \
+               a flag shows in ps.",
+    },
+    Setting {
+        name: "tls_ca_file",
+        value: "FILE",
+        default: "the system's CAs",
+        help: "With rediss:// URLs, the PEM certificates of the CAs that the server's certificate \
+               must chain to, instead of the system's (/etc/ssl/certs).",
+    },
+    Setting {
+        name: "tls_cert_file",
+        value: "FILE",
+        default: "",
+        help: "With rediss:// URLs, the PEM certificate (and its chain) this host presents to \
+               servers that require one (mutual TLS); with --tls-key-file.",
+    },
+    Setting {
+        name: "tls_key_file",
+        value: "FILE",
+        default: "",
+        help: "The private key of --tls-cert-file, PEM (PKCS#8, PKCS#1 or SEC1), unencrypted.",
+    },
+    Setting {
+        name: "suffixes",
+        value: "LIST",
+        default: "_success,_failure,_rejection",
+        help: "The counter suffixes of Ganesha's storage keys, comma-separated; a service is a key \
+               without its suffix.",
+    },
+    Setting {
+        name: "syncs",
+        value: "N",
+        default: "",
+        help: "Run N syncs, print what each did on stdout, and exit (benchmarks).",
+    },
+];
 
-  --config FILE            read settings from FILE (name = value lines, the names below
-                           without their dashes, with _ for -); flags override it
-  --segment PATH           the segment file, as ganesha_shm.path gives it (required)
-  --redis URL              redis://[[USER]:PASSWORD@]HOST[:PORT][/DB] or
-                           unix:///PATH/TO/SOCKET[?db=DB&pass=PASSWORD] (required); with
-                           --cluster, a comma-separated list of the cluster's nodes
-  --fleet NAME             the fleet's name, prefixing every key it writes (required):
-                           1 to 64 of A-Z a-z 0-9 . _ -
-  --host NAME              this host's name in logs and metrics (default: the hostname); the
-                           fleet tells hosts apart by their segment's id, not by it
-  --interval-ms N          sync interval, 100 to 60000 (default 1000)
-  --connect-timeout-ms N   connect timeout, 10 to 60000 (default 500)
-  --command-timeout-ms N   timeout of each round trip to Redis, 10 to 60000 (default 500)
-  --cluster                Redis is a Redis Cluster
-  --suffixes LIST          the counter suffixes of Ganesha's storage keys, comma-separated
-                           (default _success,_failure,_rejection); a service is a key without
-                           its suffix
-  --syncs N                run N syncs, print what each did on stdout, and exit (benchmarks)
-";
+/// What `--help` prints: the synopsis, what it does, and every setting of `SETTINGS`.
+pub fn usage() -> String {
+    let mut text = String::from(
+        "usage: ganesha-shm-fleet [--config FILE] --segment PATH --redis URL --fleet NAME [FLAGS]\n\
+         \x20      ganesha-shm-fleet --help | --version | --man\n\n",
+    );
+    text.push_str(&wrap(DESCRIPTION, 0, 96));
+    text.push('\n');
+    for setting in SETTINGS {
+        let flag = flag_of(setting);
+        let mut help = setting.help.to_string();
+        if !setting.default.is_empty() && setting.default != "required" {
+            help.push_str(&format!(" (default: {})", setting.default));
+        } else if setting.default == "required" {
+            help.push_str(" (required)");
+        }
+        let wrapped = wrap(&help, 27, 96);
+        if flag.len() + 2 < 27 {
+            text.push_str(&format!("  {flag:<24} {}", &wrapped[27..]));
+        } else {
+            text.push_str(&format!("  {flag}\n{wrapped}"));
+        }
+    }
+    text.push_str(
+        "\nSIGTERM or SIGINT stops it (exit status 0); a bad setting is exit status 2, a segment made\n\
+                   without fleet mode exit status 1. `man ganesha-shm-fleet` says more.\n",
+    );
+    text
+}
+
+/// What the sidecar does, for `--help` and the man page.
+pub const DESCRIPTION: &str =
+    "Shares the circuit counts of this host's ganesha_shm segment with the other hosts of its \
+    fleet through Redis: every interval it sends what this host counted since the last sync and \
+    writes the fleet's sums, less this host's own, into the segment. PHP must run with \
+    ganesha_shm.fleet=1 and ganesha_shm.path.";
+
+/// `--name VALUE`, or `--name` for a switch.
+pub fn flag_of(setting: &Setting) -> String {
+    let flag = format!("--{}", setting.name.replace('_', "-"));
+    if setting.value.is_empty() {
+        flag
+    } else {
+        format!("{flag} {}", setting.value)
+    }
+}
+
+/// `text` in lines of at most `width` columns, each indented by `indent` spaces.
+fn wrap(text: &str, indent: usize, width: usize) -> String {
+    let mut out = String::new();
+    let mut line = String::new();
+    for word in text.split_whitespace() {
+        if !line.is_empty() && indent + line.len() + 1 + word.len() > width {
+            out.push_str(&format!("{:indent$}{line}\n", ""));
+            line.clear();
+        }
+        if !line.is_empty() {
+            line.push(' ');
+        }
+        line.push_str(word);
+    }
+    if !line.is_empty() {
+        out.push_str(&format!("{:indent$}{line}\n", ""));
+    }
+    out
+}
+
+/// The TLS files, as given.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TlsFiles {
+    pub ca: Option<PathBuf>,
+    pub cert: Option<PathBuf>,
+    pub key: Option<PathBuf>,
+}
+
+/// Where Redis is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Topology {
+    /// One server (`redis`: its URL).
+    Server,
+    /// A Redis Cluster (`redis`: its nodes, comma-separated).
+    Cluster,
+    /// The master that Sentinel monitors under this name (`redis`: the Sentinels), with the
+    /// master's user and password.
+    Sentinel { master: String, user: Option<String>, password: Option<String> },
+}
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Config {
     pub segment: PathBuf,
     pub redis: String,
+    pub topology: Topology,
+    pub tls: TlsFiles,
     pub fleet: String,
     pub host: String,
     pub interval: Duration,
     pub connect_timeout: Duration,
     pub command_timeout: Duration,
-    pub cluster: bool,
     pub suffixes: Vec<Vec<u8>>,
     /// `--syncs N`: stop after N syncs, reporting each.
     pub syncs: Option<u64>,
+}
+
+impl Config {
+    /// The URLs of `redis`: one, or a cluster's nodes, or the Sentinels.
+    pub fn urls(&self) -> Vec<&str> {
+        match self.topology {
+            Topology::Server => vec![self.redis.as_str()],
+            Topology::Cluster | Topology::Sentinel { .. } => self.redis.split(',').map(str::trim).collect(),
+        }
+    }
+
+    /// Where the log says it syncs: the URLs without their passwords, and the topology.
+    pub fn redis_for_log(&self) -> String {
+        let urls = self.urls().into_iter().map(redacted).collect::<Vec<_>>().join(",");
+        match &self.topology {
+            Topology::Server => urls,
+            Topology::Cluster => format!("{urls} (cluster)"),
+            Topology::Sentinel { master, .. } => format!("master {master:?} of the Sentinels {urls}"),
+        }
+    }
 }
 
 /// What the command line asks for.
@@ -59,23 +254,20 @@ pub enum Command {
     Run(Config),
     Help,
     Version,
+    /// `--man`: the man page, in roff.
+    Man,
 }
 
 /// Settings as given, before their checks: (name, value, where it was given).
 type Given = Vec<(String, String, String)>;
 
-const NAMES: [&str; 10] = [
-    "segment",
-    "redis",
-    "fleet",
-    "host",
-    "interval_ms",
-    "connect_timeout_ms",
-    "command_timeout_ms",
-    "cluster",
-    "suffixes",
-    "syncs",
-];
+fn is_setting(name: &str) -> bool {
+    name != "config" && SETTINGS.iter().any(|setting| setting.name == name)
+}
+
+fn names() -> String {
+    SETTINGS.iter().map(|setting| setting.name).filter(|name| *name != "config").collect::<Vec<_>>().join(", ")
+}
 
 /// Parses the command line (without the program's name). `read_file` reads a config file
 /// (a parameter so that tests need no files); `hostname` gives the default host name.
@@ -95,12 +287,13 @@ pub fn parse(
         match flag {
             "--help" | "-h" => return Ok(Command::Help),
             "--version" => return Ok(Command::Version),
+            "--man" => return Ok(Command::Man),
             "--cluster" => {
                 flags.push(("cluster".into(), inline.unwrap_or_else(|| "yes".into()), format!("flag {flag}")))
             }
             _ => {
                 let name = flag.strip_prefix("--").map(|name| name.replace('-', "_"));
-                let known = name.as_deref().filter(|name| *name == "config" || NAMES.contains(name));
+                let known = name.as_deref().filter(|name| *name == "config" || is_setting(name));
                 let Some(name) = known else {
                     return Err(format!("unknown argument {arg:?} (--help lists the flags)"));
                 };
@@ -135,8 +328,8 @@ fn parse_file(path: &str, text: &str) -> Result<Given, String> {
         let at = format!("{path}:{}", number + 1);
         let (name, value) = line.split_once('=').ok_or_else(|| format!("{at}: not a `name = value` line"))?;
         let name = name.trim().replace('-', "_");
-        if !NAMES.contains(&name.as_str()) {
-            return Err(format!("{at}: unknown setting {name:?} (known: {})", NAMES.join(", ")));
+        if !is_setting(&name) {
+            return Err(format!("{at}: unknown setting {name:?} (known: {})", names()));
         }
         given.push((name, value.trim().to_string(), at));
     }
@@ -172,17 +365,53 @@ fn check(given: &Given, hostname: impl Fn() -> Option<String>) -> Result<Config,
     if !segment.is_absolute() {
         return Err(format!("{at}: segment = {:?} is not an absolute path (give ganesha_shm.path)", segment));
     }
-    let (redis, at) = required("redis")?;
-    let cluster = match value("cluster") {
-        None => false,
+    let (redis, redis_at) = required("redis")?;
+    let switch = |name: &str| match value(name) {
+        None => Ok(false),
         Some((raw, at)) => match raw.to_ascii_lowercase().as_str() {
-            "1" | "yes" | "on" | "true" => true,
-            "0" | "no" | "off" | "false" => false,
-            _ => return Err(format!("{at}: cluster = {raw:?} is not yes or no")),
+            "1" | "yes" | "on" | "true" => Ok(true),
+            "0" | "no" | "off" | "false" => Ok(false),
+            _ => Err(format!("{at}: {name} = {raw:?} is not yes or no")),
         },
     };
-    for url in redis.split(',').filter(|_| cluster).chain(Some(redis).filter(|_| !cluster)) {
-        check_url(url).map_err(|why| format!("{at}: redis = {url:?} {why}"))?;
+    let optional = |name: &str| value(name).map(|(raw, _)| raw.to_string()).filter(|raw| !raw.is_empty());
+    let topology = match (switch("cluster")?, value("sentinel")) {
+        (true, Some((_, at))) => return Err(format!("{at}: sentinel and cluster exclude each other")),
+        (true, None) => Topology::Cluster,
+        (false, Some((raw, at))) => Topology::Sentinel {
+            master: name_setting("sentinel", raw, at)?,
+            user: optional("master_user"),
+            password: optional("master_password"),
+        },
+        (false, None) => Topology::Server,
+    };
+    if !matches!(topology, Topology::Sentinel { .. }) {
+        if let Some((_, at)) = value("master_user").or(value("master_password")) {
+            return Err(format!("{at}: the master's user and password are for --sentinel (else give them in the URL)"));
+        }
+    }
+    let urls: Vec<&str> = match topology {
+        Topology::Server => vec![redis],
+        _ => redis.split(',').map(str::trim).collect(),
+    };
+    for url in &urls {
+        check_url(url).map_err(|why| format!("{redis_at}: redis = {url:?} {why}"))?;
+    }
+    let tls = urls.iter().filter(|url| url.starts_with("rediss://")).count();
+    if tls != 0 && tls != urls.len() {
+        return Err(format!("{redis_at}: redis = {redis:?} mixes rediss:// (TLS) and plain URLs"));
+    }
+    let file = |name: &str| -> Result<Option<PathBuf>, String> {
+        let Some((raw, at)) = value(name) else { return Ok(None) };
+        if tls == 0 {
+            return Err(format!("{at}: {name} is for TLS: give rediss:// URLs"));
+        }
+        std::fs::metadata(raw).map_err(|error| format!("{at}: {name} = {raw:?}: {error}"))?;
+        Ok(Some(PathBuf::from(raw)))
+    };
+    let tls = TlsFiles { ca: file("tls_ca_file")?, cert: file("tls_cert_file")?, key: file("tls_key_file")? };
+    if tls.cert.is_some() != tls.key.is_some() {
+        return Err("tls_cert_file and tls_key_file go together (a client certificate and its key)".into());
     }
     let (fleet, at) = required("fleet")?;
     let fleet = name_setting("fleet", fleet, at)?;
@@ -213,12 +442,13 @@ fn check(given: &Given, hostname: impl Fn() -> Option<String>) -> Result<Config,
     Ok(Config {
         segment,
         redis: redis.to_string(),
+        topology,
+        tls,
         fleet,
         host,
         interval: millis("interval_ms", 1000, (100, 60_000))?,
         connect_timeout: millis("connect_timeout_ms", 500, (10, 60_000))?,
         command_timeout: millis("command_timeout_ms", 500, (10, 60_000))?,
-        cluster,
         suffixes,
         syncs,
     })
@@ -227,8 +457,8 @@ fn check(given: &Given, hostname: impl Fn() -> Option<String>) -> Result<Config,
 /// Whether the Redis client takes `url`, with a reason when it does not.
 fn check_url(url: &str) -> Result<(), String> {
     use redis::IntoConnectionInfo;
-    if !(url.starts_with("redis://") || url.starts_with("unix://") || url.starts_with("redis+unix://")) {
-        return Err("is not a redis:// or unix:// URL".into());
+    if !["redis://", "rediss://", "unix://", "redis+unix://"].iter().any(|scheme| url.starts_with(scheme)) {
+        return Err("is not a redis://, rediss:// or unix:// URL".into());
     }
     url.into_connection_info().map(|_| ()).map_err(|error| format!("is not a Redis URL the client takes: {error}"))
 }
@@ -275,7 +505,7 @@ mod tests {
         assert_eq!((config.fleet.as_str(), config.host.as_str()), ("shop", "web2"));
         assert_eq!(config.interval, Duration::from_secs(1));
         assert_eq!(config.suffixes.len(), 3);
-        assert!(!config.cluster);
+        assert_eq!(config.topology, Topology::Server);
     }
 
     #[test]
@@ -298,12 +528,28 @@ mod tests {
             (&format!("{BASE} --interval-ms 1s"), "is not a whole number"),
             (&format!("{BASE} --host 'a b'"), "unknown argument"),
             (&format!("{BASE} --host a/b"), "host = \"a/b\" is not 1 to 64"),
-            ("--segment /x --redis http://h --fleet shop", "is not a redis:// or unix:// URL"),
+            ("--segment /x --redis http://h --fleet shop", "is not a redis://, rediss:// or unix:// URL"),
             ("--segment /x --redis redis://h:notaport --fleet shop", "is not a Redis URL the client takes"),
             (&format!("{BASE} --bogus 1"), "unknown argument \"--bogus\""),
             (&format!("{BASE} --fleet"), "--fleet needs a value"),
             (&format!("{BASE} --suffixes a,,b"), "holds an empty suffix"),
             (&format!("{BASE} --cluster=maybe"), "cluster = \"maybe\" is not yes or no"),
+            (&format!("{BASE} --cluster --sentinel m"), "sentinel and cluster exclude each other"),
+            (&format!("{BASE} --master-password pw"), "the master's user and password are for --sentinel"),
+            (&format!("{BASE} --sentinel my/master"), "sentinel = \"my/master\" is not 1 to 64"),
+            (&format!("{BASE} --tls-ca-file /dev/null"), "tls_ca_file is for TLS: give rediss:// URLs"),
+            (
+                "--segment /x --redis rediss://a:1,redis://b:2 --fleet shop --cluster",
+                "mixes rediss:// (TLS) and plain URLs",
+            ),
+            (
+                "--segment /x --redis rediss://a:1 --fleet shop --tls-cert-file /dev/null",
+                "tls_cert_file and tls_key_file go together",
+            ),
+            (
+                "--segment /x --redis rediss://a:1 --fleet shop --tls-ca-file /nonexistent/ca.pem",
+                "tls_ca_file = \"/nonexistent/ca.pem\": No such file or directory",
+            ),
         ] {
             let error = run(line).unwrap_err();
             assert!(error.contains(expected), "{line}: {error}");
@@ -331,7 +577,24 @@ mod tests {
     fn a_cluster_takes_a_list_of_nodes() {
         let line = "--segment /x --redis redis://127.0.0.1:7000,redis://127.0.0.1:7001 --fleet shop --cluster";
         let Command::Run(config) = run(line).unwrap() else { panic!() };
-        assert!(config.cluster);
+        assert_eq!(config.topology, Topology::Cluster);
+        assert_eq!(config.urls(), ["redis://127.0.0.1:7000", "redis://127.0.0.1:7001"]);
+    }
+
+    #[test]
+    fn a_sentinel_set_up_takes_the_sentinels_and_the_masters_credentials() {
+        let line = "--segment /x --redis rediss://:spw@10.0.0.1:26379,rediss://10.0.0.2:26379 --fleet shop \
+                    --sentinel mymaster --master-user app --master-password mpw --tls-ca-file /dev/null";
+        let Command::Run(config) = run(line).unwrap() else { panic!() };
+        let master =
+            Topology::Sentinel { master: "mymaster".into(), user: Some("app".into()), password: Some("mpw".into()) };
+        assert_eq!(config.topology, master);
+        assert_eq!(config.urls().len(), 2);
+        assert_eq!(config.tls.ca, Some(PathBuf::from("/dev/null")));
+        assert_eq!(
+            config.redis_for_log(),
+            "master \"mymaster\" of the Sentinels rediss://:***@10.0.0.1:26379,rediss://10.0.0.2:26379"
+        );
     }
 
     #[test]
@@ -340,5 +603,6 @@ mod tests {
         assert_eq!(redacted("redis://app:s3cret@h"), "redis://app:***@h");
         assert_eq!(redacted("unix:///run/r.sock?db=1&pass=s3cret"), "unix:///run/r.sock?db=1&pass=***");
         assert_eq!(redacted("redis://127.0.0.1"), "redis://127.0.0.1");
+        assert_eq!(redacted("rediss://app:s3cret@h:6380"), "rediss://app:***@h:6380");
     }
 }

@@ -7,6 +7,8 @@
 //! error (the message says which), 1 when the segment cannot be used in fleet mode.
 
 mod config;
+mod link;
+mod man;
 mod sync;
 
 use std::collections::HashSet;
@@ -21,7 +23,8 @@ use ganesha_shm_core::segment::{guard, Refusal, Segment};
 use ganesha_shm_core::store::{Layout, Store};
 
 use crate::config::{Command, Config};
-use crate::sync::{Link, Syncer};
+use crate::link::Link;
+use crate::sync::Syncer;
 
 /// Set by SIGTERM and SIGINT.
 static STOP: AtomicBool = AtomicBool::new(false);
@@ -35,8 +38,12 @@ fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let config = match config::parse(&args, |path| std::fs::read_to_string(path).map_err(|e| e.to_string()), hostname) {
         Ok(Command::Run(config)) => config,
+        Ok(Command::Man) => {
+            print!("{}", man::page());
+            return ExitCode::SUCCESS;
+        }
         Ok(Command::Help) => {
-            print!("{}", config::USAGE);
+            print!("{}", config::usage());
             return ExitCode::SUCCESS;
         }
         Ok(Command::Version) => {
@@ -53,12 +60,11 @@ fn main() -> ExitCode {
         unsafe { libc::signal(signal, on_stop as *const () as libc::sighandler_t) };
     }
     log(&format!(
-        "started: fleet {}, host {}, segment {}, redis {}{}, every {} ms",
+        "started: fleet {}, host {}, segment {}, redis {}, every {} ms",
         config.fleet,
         config.host,
         config.segment.display(),
-        config::redacted(&config.redis),
-        if config.cluster { " (cluster)" } else { "" },
+        config.redis_for_log(),
         config.interval.as_millis()
     ));
     run(config)
@@ -113,6 +119,8 @@ fn run(config: Config) -> ExitCode {
     let mut attached: Option<Attached> = None;
     let mut last_refusal = None;
     let mut link: Option<Link> = None;
+    // The Sentinel to ask first: the one that last named the master.
+    let mut sentinel_first = 0;
     let mut retry = Retry::new(interval);
     let mut events = Events::default();
     let mut synced: u64 = 0;
@@ -152,18 +160,21 @@ fn run(config: Config) -> ExitCode {
         let words = segment.fleet_words();
         let state = SyncState::read(words);
         if link.is_none() {
-            match Link::connect(&config) {
+            match Link::connect(&config, sync::SCRIPT, &mut sentinel_first) {
                 Ok(connected) => {
                     // Once, not at each retry of a run of failed syncs: "resumed" ends the run.
-                    if retry.failures == 0 {
-                        log(&format!("connected to {}", config::redacted(&config.redis)));
+                    // A master a Sentinel named is said each time: a failover moves it.
+                    match &connected.master {
+                        Some(master) => log(&format!("connected to {master}, {}", config.redis_for_log())),
+                        None if retry.failures == 0 => log(&format!("connected to {}", config.redis_for_log())),
+                        None => {}
                     }
                     link = Some(connected);
                     // Redis may have restarted empty meanwhile: publish everything again.
                     syncer.forget_published();
                 }
                 Err(error) => {
-                    let line = format!("cannot connect to {}: {error}", config::redacted(&config.redis));
+                    let line = format!("cannot connect to {}: {}", config.redis_for_log(), explained(&error));
                     next = started + retry.failed(&line, words, state);
                     continue;
                 }
@@ -207,7 +218,8 @@ fn run(config: Config) -> ExitCode {
                 events.report(&config, &report);
             }
             Err(error) => {
-                let line = format!("lost {}: {error}", config::redacted(&config.redis));
+                let what = if refused(&error) { "refused by" } else { "lost" };
+                let line = format!("{what} {}: {}", config.redis_for_log(), explained(&error));
                 next = started + retry.failed(&line, words, state);
                 link = None;
             }
@@ -219,6 +231,28 @@ fn run(config: Config) -> ExitCode {
     }
     log("stopping: the fleet's counts no longer decide on this host");
     ExitCode::SUCCESS
+}
+
+/// What Redis or the connection said, with what to do where the error alone does not say it.
+fn explained(error: &redis::RedisError) -> String {
+    let text = error.to_string();
+    if refused(error) {
+        format!("{text} (the ACL user lacks a right fleet mode needs: README, \"ACL\", gives the rule)")
+    } else if text.contains("invalid peer certificate") {
+        let why = if text.contains("UnknownIssuer") {
+            ": it is not signed by a CA this host trusts (the system's, or --tls-ca-file's)"
+        } else {
+            ""
+        };
+        format!("TLS: the server's certificate does not verify{why} ({text})")
+    } else {
+        text
+    }
+}
+
+/// Whether Redis refused a command to the ACL user (the script says which right it lacks).
+fn refused(error: &redis::RedisError) -> bool {
+    error.code() == Some("NOPERM") || error.to_string().contains("NOPERM")
 }
 
 /// The events a sync reports, logged once each: what another host or anyone who can write

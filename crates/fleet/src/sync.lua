@@ -40,7 +40,6 @@
 --   skipped: fields of the sums hash that are not a bucket's count;
 --   sums: a flat field, count list, when another host changed them, else false.
 
-local now = tonumber(redis.call('TIME')[1])
 local host, host_prefix = ARGV[1], ARGV[2]
 local read_for, bound, known_shard = tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5]
 local keep_own, first, sums_prefix = tonumber(ARGV[6]), ARGV[7] == '1', ARGV[8]
@@ -59,6 +58,24 @@ local MAX_FIELDS, MAX_CHANGED, MAX_HOSTS = 20000, 10000, 10000
 local function failed(reply)
   return type(reply) == 'table' and reply.err
 end
+
+-- redis.pcall, but a call the ACL user may not make stops the script with an error that names
+-- the right it lacks (Redis's own says only that the script's user may not), which the sidecar
+-- logs. Any other error is the caller's to handle: a key of another type is data not ours.
+local function call(command, ...)
+  local reply = redis.pcall(command, ...)
+  if failed(reply) then
+    local err = reply.err
+    if string.find(err, "can't run this command", 1, true) or string.find(err, "permissions to run", 1, true) then
+      error(redis.error_reply('NOPERM fleet mode needs the right +' .. string.lower(command) .. ' (' .. err .. ')'))
+    elseif string.find(err, "can't access", 1, true) or string.find(err, '^NOPERM') then
+      error(redis.error_reply('NOPERM fleet mode needs access to the key ' .. tostring((...)) .. ' (' .. err .. ')'))
+    end
+  end
+  return reply
+end
+
+local now = tonumber(call('TIME')[1])
 
 -- A count as a field holds it: a whole number from 0 to MAX_COUNT; nil for anything else
 -- (a missing field, which HMGET gives as false, included).
@@ -79,14 +96,14 @@ end
 -- The fields of a hash whose values are counts, flattened: those of a bucket (`pattern`);
 -- and how many fields were neither those nor `v`.
 local function counts_of(key, pattern)
-  local length = redis.pcall('HLEN', key)
+  local length = call('HLEN', key)
   if failed(length) then
     return {}, 0
   end
   if length > MAX_FIELDS then
     return {}, length
   end
-  local all = redis.pcall('HGETALL', key)
+  local all = call('HGETALL', key)
   if failed(all) then
     return {}, 0
   end
@@ -105,10 +122,10 @@ end
 
 -- Each host's count of `field` of `service`, added up: the sum, as it should be.
 local function recount(service, field)
-  local members = redis.pcall('SCARD', hosts_key)
+  local members = call('SCARD', hosts_key)
   local hosts = {}
   if not failed(members) and members <= MAX_HOSTS then
-    hosts = redis.pcall('SMEMBERS', hosts_key)
+    hosts = call('SMEMBERS', hosts_key)
     if failed(hosts) then
       hosts = {}
     end
@@ -118,7 +135,7 @@ local function recount(service, field)
   for _, id in ipairs(hosts) do
     if not seen[id] then
       seen[id] = true
-      local count = redis.pcall('HGET', host_prefix .. id, field .. ':' .. service)
+      local count = call('HGET', host_prefix .. id, field .. ':' .. service)
       total = total + (count_of(count) or 0)
     end
   end
@@ -129,11 +146,11 @@ end
 -- limit); the replies of HMGET joined. `args` of a HSET come in pairs, and 1,000 is even.
 local function chunked(command, key, args)
   if #args <= 1000 then
-    return redis.pcall(command, key, unpack(args))
+    return call(command, key, unpack(args))
   end
   local replies = {}
   for first = 1, #args, 1000 do
-    local reply = redis.pcall(command, key, unpack(args, first, math.min(first + 999, #args)))
+    local reply = call(command, key, unpack(args, first, math.min(first + 999, #args)))
     if failed(reply) then
       return reply
     end
@@ -149,13 +166,13 @@ end
 local function expire(key, seconds)
   -- NX then GT: a key gets a lifetime, and only ever a longer one from a host, so that one
   -- host's shorter window never cuts another's data short.
-  redis.pcall('EXPIRE', key, seconds, 'NX')
-  redis.pcall('EXPIRE', key, seconds, 'GT')
+  call('EXPIRE', key, seconds, 'NX')
+  call('EXPIRE', key, seconds, 'GT')
 end
 
 -- The shard's version: 0 when absent; nil when it is not a counter (not ours): every service
 -- is then looked at, as if every one had changed.
-local shard = redis.pcall('GET', version_key)
+local shard = call('GET', version_key)
 local shard_version = 0
 if failed(shard) or (shard and not string.match(shard, '^%d+$')) then
   shard_version = nil
@@ -172,8 +189,8 @@ local lost = known ~= nil and shard_version ~= nil and known > shard_version
 if shard_version and known and known <= shard_version and shard_version - known < CHANGES_KEPT then
   changed_since = {}
   if known < shard_version then
-    local count = redis.pcall('ZCOUNT', changes_key, '(' .. known, '+inf')
-    local names = (not failed(count) and count <= MAX_CHANGED) and redis.pcall('ZRANGEBYSCORE', changes_key, '(' .. known, '+inf')
+    local count = call('ZCOUNT', changes_key, '(' .. known, '+inf')
+    local names = (not failed(count) and count <= MAX_CHANGED) and call('ZRANGEBYSCORE', changes_key, '(' .. known, '+inf')
     if not names or failed(names) then
       -- The host looks at every service it counts at its next sync.
       changed_since, look_at_all = nil, true
@@ -335,23 +352,23 @@ if #own_deletes > 0 then
   chunked('HDEL', own, own_deletes)
 end
 if keep_own > 0 then
-  redis.pcall('EXPIRE', own, keep_own)
+  call('EXPIRE', own, keep_own)
 elseif own_written then
-  redis.pcall('EXPIRE', own, longest, 'NX')
+  call('EXPIRE', own, longest, 'NX')
 end
 if renewed then
-  redis.pcall('SADD', hosts_key, host)
+  call('SADD', hosts_key, host)
   expire(hosts_key, longest)
 end
 if #changed_services > 0 and shard_version then
-  shard_version = redis.pcall('INCR', version_key)
+  shard_version = call('INCR', version_key)
   local scored = {}
   for _, service in ipairs(changed_services) do
     scored[#scored + 1] = shard_version
     scored[#scored + 1] = service
   end
   chunked('ZADD', changes_key, scored)
-  redis.pcall('ZREMRANGEBYSCORE', changes_key, '-inf', shard_version - CHANGES_KEPT)
+  call('ZREMRANGEBYSCORE', changes_key, '-inf', shard_version - CHANGES_KEPT)
   expire(version_key, longest)
   expire(changes_key, longest)
 end
@@ -365,7 +382,7 @@ if changed_since then
   for service in pairs(changed_since) do
     if not listed[service] then
       local sums = sums_prefix .. service
-      local version = redis.pcall('HGET', sums, 'v')
+      local version = call('HGET', sums, 'v')
       local counts, skipped = counts_of(sums, BUCKET_FIELD)
       if not failed(version) then
         extra[#extra + 1] = service

@@ -22,74 +22,12 @@ use ganesha_shm_core::fleet::{self, BucketName, CLOCK_BOUND_S};
 use ganesha_shm_core::store::{FleetWindow, Store};
 use redis::{Cmd, Value};
 
+use crate::link::Link;
+
 use crate::config::Config;
 
 /// The script every sync runs (see its head for what it takes and gives).
-const SCRIPT: &str = include_str!("sync.lua");
-
-/// A connection to a Redis server or to a Redis Cluster, with the sync script loaded.
-pub struct Link {
-    connection: Connection,
-    /// The script's SHA1, as Redis gave it when it was loaded.
-    script: String,
-}
-
-enum Connection {
-    Server(redis::Connection),
-    Cluster(redis::cluster::ClusterConnection),
-}
-
-impl Link {
-    /// Connects, and loads the sync script (into every primary of a cluster), so that each
-    /// sync sends its hash alone.
-    pub fn connect(config: &Config) -> redis::RedisResult<Self> {
-        let load = redis::cmd("SCRIPT").arg("LOAD").arg(SCRIPT).to_owned();
-        if config.cluster {
-            let nodes: Vec<&str> = config.redis.split(',').collect();
-            let client = redis::cluster::ClusterClient::builder(nodes)
-                .connection_timeout(config.connect_timeout)
-                .response_timeout(config.command_timeout)
-                .retries(0)
-                .build()?;
-            let mut connection = client.get_connection()?;
-            connection.set_read_timeout(Some(config.command_timeout))?;
-            connection.set_write_timeout(Some(config.command_timeout))?;
-            let script = load.query(&mut connection)?;
-            Ok(Self { connection: Connection::Cluster(connection), script })
-        } else {
-            let mut connection =
-                redis::Client::open(config.redis.as_str())?.get_connection_with_timeout(config.connect_timeout)?;
-            connection.set_read_timeout(Some(config.command_timeout))?;
-            connection.set_write_timeout(Some(config.command_timeout))?;
-            let script = load.query(&mut connection)?;
-            Ok(Self { connection: Connection::Server(connection), script })
-        }
-    }
-
-    /// Runs `commands` in one pipeline (one round trip per node for a cluster); their replies in
-    /// order.
-    fn run(&mut self, commands: Vec<Cmd>) -> redis::RedisResult<Vec<Value>> {
-        if commands.is_empty() {
-            return Ok(Vec::new());
-        }
-        match &mut self.connection {
-            Connection::Server(connection) => {
-                let mut pipe = redis::pipe();
-                for command in commands {
-                    pipe.add_command(command);
-                }
-                pipe.query(connection)
-            }
-            Connection::Cluster(connection) => {
-                let mut pipe = redis::cluster::cluster_pipe();
-                for command in commands {
-                    pipe.add_command(command);
-                }
-                pipe.query(connection)
-            }
-        }
-    }
-}
+pub const SCRIPT: &str = include_str!("sync.lua");
 
 /// What one sync did, for the log and the benchmark.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
