@@ -29,9 +29,9 @@ final class FleetSentinelTest extends FleetTestCase
      * state goes stale, by its own clock, two intervals after its last sync, which was before
      * the kill); the Sentinels agree it is down (1 s without an answer, a quorum of 2) and
      * promote the replica; within two intervals of that, every host's sidecar has synced with it
-     * (the retries' backoff is at most an interval), and the fleet view is rebuilt, the failures
-     * the hosts counted alone meanwhile included, which the new master never had. Requests are
-     * reported all along and none waits.
+     * (the retries' backoff is at most an interval), and within two more the fleet view is
+     * rebuilt, the failures the hosts counted alone meanwhile included, which the new master
+     * never had. Requests are reported all along and none waits.
      */
     public function testTheHostsDecideAloneWhenTheMasterIsKilledAndFollowTheFailoverToTheReplica(): void
     {
@@ -49,7 +49,7 @@ final class FleetSentinelTest extends FleetTestCase
         $killed = $this->nowMs();
         $this->redis->kill();
         foreach ($hosts as $host) {
-            $host->record($service, 1); // counted alone: the new master never sees it but from the sidecars
+            $host->record($service, 1); // while no sidecar can publish it: the new master has it once they sync with it
         }
         $alone = [];
         $checked = $this->nowMs();
@@ -74,7 +74,8 @@ final class FleetSentinelTest extends FleetTestCase
                 }
             }
             if ($promoted === null) {
-                // When the first Sentinel names the replica; it did after the last poll naming none.
+                // The promotion: at the last poll at which no Sentinel named the replica yet, so
+                // that the polls' own time counts against the sidecars, never for them.
                 $polled = $this->nowMs();
                 foreach ($sentinels as $sentinel) {
                     if ($sentinel->cli(['SENTINEL', 'get-master-addr-by-name', self::MASTER])['stdout'] === "127.0.0.1\n{$replica->port}\n") {
@@ -102,11 +103,16 @@ final class FleetSentinelTest extends FleetTestCase
         self::assertLessThanOrEqual(2 * self::INTERVAL_MS, $aloneAfter, 'every host decides alone within two intervals of the kill');
         $backAfter = \max($back) - $promoted;
         self::assertLessThanOrEqual(2 * self::INTERVAL_MS, $backAfter, "every host's sidecar synced with the new master within two intervals of the promotion:\n" . $this->logs());
+        // At its first sync with the new master, each sidecar published all its counts again.
+        self::assertLessThanOrEqual(2 * self::INTERVAL_MS, $rebuilt - \max($back), 'the fleet view rebuilt within two intervals of the last first sync');
         foreach ($hosts as $host) {
             self::assertFalse($host->available($service), "{$host->name} open again on the fleet's 9 failures");
             self::assertSame(9, self::fleetCounts($host, $service)['failures'] ?? null, $host->name);
+            self::assertSame(1, $host->sidecar->logLines("connected to 127.0.0.1:{$replica->port}"), "{$host->name}'s sidecar says where the Sentinels sent it");
         }
-        self::assertStringContainsString("address=127.0.0.1:{$replica->port},", $this->sentinelMaster($sentinels[2]), 'the Sentinels agree on the new master');
+        foreach ($sentinels as $sentinel) {
+            $this->waitUntil(fn () => \str_contains($this->sentinelMaster($sentinel), "address=127.0.0.1:{$replica->port},"), "Sentinel {$sentinel->port} names the new master", 10.0);
+        }
         self::assertNotSame([], \array_filter(\explode("\n", $replica->cli(['--scan', '--pattern', "*{$service}*"])['stdout'])), 'the counts are on the new master');
         self::report(\sprintf(
             'Sentinel: every host open %d ms after the last failure; master killed: every host alone %d ms after (seen after %d ms), the replica promoted %d ms after, '
