@@ -9,6 +9,7 @@ use Zeusi\GaneshaShmAdapter\Tests\Support\Autoload;
 use Zeusi\GaneshaShmAdapter\Tests\Support\FleetHost;
 use Zeusi\GaneshaShmAdapter\Tests\Support\FleetSidecar;
 use Zeusi\GaneshaShmAdapter\Tests\Support\RedisServer;
+use Zeusi\GaneshaShmAdapter\Tests\Support\RedisTls;
 use Zeusi\GaneshaShmAdapter\Tests\Support\TempDir;
 use Zeusi\GaneshaShmAdapter\Tests\Support\Unique;
 
@@ -67,6 +68,26 @@ abstract class FleetTestCase extends TestCase
             $node->stop();
         }
         TempDir::remove($this->dir);
+    }
+
+    /**
+     * A Redis Cluster of three masters, the test's nodes (made with `redis-cli --cluster
+     * create`), once every node says it is ready; its nodes' URLs, comma-separated. With $tls,
+     * every node serves TLS only, its cluster bus too.
+     */
+    protected function startCluster(?RedisTls $tls = null): string
+    {
+        for ($i = 0; $i < 3; ++$i) {
+            $this->nodes[] = RedisServer::start($this->dir, true, tls: $tls, args: $tls === null ? [] : ['--tls-cluster', 'yes']);
+        }
+        $addresses = \array_map(fn (RedisServer $node) => '127.0.0.1:' . $node->port, $this->nodes);
+        $created = $this->nodes[0]->cli(['--cluster', 'create', ...$addresses, '--cluster-replicas', '0', '--cluster-yes'], 30.0);
+        self::assertSame(0, $created['exit'], $created['stdout'] . $created['stderr']);
+        foreach ($this->nodes as $node) {
+            $this->waitUntil(fn () => \str_contains($node->cli(['CLUSTER', 'INFO'])['stdout'], 'cluster_state:ok'), "node {$node->port} is ready");
+        }
+
+        return \implode(',', \array_map(fn (RedisServer $node) => $node->url(), $this->nodes));
     }
 
     /**

@@ -37,6 +37,21 @@ final class FleetTlsTest extends FleetTestCase
         self::report("TLS: every host open {$after} ms after the last failure (interval " . self::INTERVAL_MS . ' ms)');
     }
 
+    /** With --cluster, every node over TLS, and each sidecar connected to each. */
+    public function testFailuresSpreadOverTheFleetOpenEveryHostOnATlsCluster(): void
+    {
+        $urls = $this->startCluster($this->tls->server());
+        self::assertSame(3, \substr_count($urls, 'rediss://'));
+        $hosts = $this->startHosts(3, self::GANESHA, $urls, ['--cluster', '--tls-ca-file', $this->tls->ca]);
+
+        $after = $this->assertFailuresSpreadOverTheFleetOpenEveryHost($hosts, self::service('tlscluster'));
+        foreach ($this->nodes as $node) {
+            $clients = \array_filter(\explode("\n", $node->cli(['CLIENT', 'LIST'])['stdout']), fn (string $client) => $client !== '' && !\str_contains($client, 'cmd=client|list'));
+            self::assertGreaterThanOrEqual(3, \count($clients), "node {$node->port}: a TLS connection of each sidecar");
+        }
+        self::report("TLS cluster: every host open {$after} ms after the last failure");
+    }
+
     /** A server whose certificate another CA signed: refused, never trusted for lack of a better one. */
     public function testAServerCertificateOfAnotherCaIsRefusedAndTheHostsDecideAlone(): void
     {

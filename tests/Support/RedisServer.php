@@ -118,14 +118,15 @@ final class RedisServer
     }
 
     /**
-     * redis-cli against this server.
+     * redis-cli against this server (or, with `--cluster create`, the nodes it names), given
+     * $timeout seconds.
      *
      * @param list<string> $args
      * @return array{exit: int, stdout: string, stderr: string}
      */
-    public function cli(array $args): array
+    public function cli(array $args, float $timeout = 10.0): array
     {
-        return Command::run([(string) self::binary('redis-cli'), '-h', '127.0.0.1', '-p', (string) $this->port, ...($this->tls?->cliArgs() ?? []), ...$args], timeout: 10.0);
+        return Command::run([(string) self::binary('redis-cli'), '-h', '127.0.0.1', '-p', (string) $this->port, ...($this->tls?->cliArgs() ?? []), ...$args], timeout: $timeout);
     }
 
     /** Its log file. */

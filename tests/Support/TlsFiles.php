@@ -7,8 +7,9 @@ namespace Zeusi\GaneshaShmAdapter\Tests\Support;
 /**
  * The certificates of the TLS tests, made with the openssl command in a directory of the test:
  * a CA; a server certificate it signs for 127.0.0.1 (subjectAltName IP:127.0.0.1 and
- * DNS:localhost), and the same expired since 2020; a client certificate it signs; and a second
- * CA that signed none of them. EC keys (P-256), quick to make.
+ * DNS:localhost; for clients too, since a node of a TLS cluster presents it to the others on
+ * the cluster bus, which requires one), and the same expired since 2020; a client certificate
+ * it signs; and a second CA that signed none of them. EC keys (P-256), quick to make.
  *
  * Every certificate is signed with `openssl ca`, whose -startdate and -enddate set any validity,
  * a past one included, on every OpenSSL (`x509 -not_before` is 3.4's; Debian 12 has 3.0), from a
@@ -38,7 +39,7 @@ final class TlsFiles
         [server_cert]
         basicConstraints = CA:false
         keyUsage = critical, digitalSignature, keyEncipherment
-        extendedKeyUsage = serverAuth
+        extendedKeyUsage = serverAuth, clientAuth
         subjectAltName = IP:127.0.0.1, DNS:localhost
         authorityKeyIdentifier = keyid
         [client_cert]
