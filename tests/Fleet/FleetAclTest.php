@@ -29,7 +29,7 @@ final class FleetAclTest extends FleetTestCase
         $hosts = $this->startHosts(3, self::GANESHA, $url);
 
         $after = $this->assertFailuresSpreadOverTheFleetOpenEveryHost($hosts, self::service('acl'));
-        $clients = \array_filter(\explode("\n", $this->redis->cli(['CLIENT', 'LIST'])['stdout']), fn (string $client) => $client !== '' && !\str_contains($client, 'cmd=client|list'));
+        $clients = self::clients($this->redis);
         self::assertGreaterThanOrEqual(3, \count($clients), 'a connection of each sidecar');
         foreach ($clients as $client) {
             self::assertStringContainsString(" user={$user} ", $client, 'every sidecar is the ACL user, not the default one');

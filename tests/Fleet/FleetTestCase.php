@@ -214,6 +214,18 @@ abstract class FleetTestCase extends TestCase
         return $keys;
     }
 
+    /**
+     * The clients of $server (CLIENT LIST), but the redis-cli asking: the sidecars' connections.
+     *
+     * @return list<string>
+     */
+    protected static function clients(RedisServer $server): array
+    {
+        $clients = \explode("\n", $server->cli(['CLIENT', 'LIST'])['stdout']);
+
+        return \array_values(\array_filter($clients, fn (string $client) => $client !== '' && !\str_contains($client, 'cmd=client|list')));
+    }
+
     /** CLOCK_MONOTONIC in ms, the clock the segment's sync times are on. */
     protected function nowMs(): int
     {
