@@ -237,7 +237,7 @@ fn run(config: Config) -> ExitCode {
 fn explained(error: &redis::RedisError) -> String {
     let text = error.to_string();
     if refused(error) {
-        format!("{text} (the ACL user lacks a right fleet mode needs: README, \"ACL\", gives the rule)")
+        format!("{text} (the ACL user lacks a right fleet mode needs: README, \"ACL users\", gives the rule)")
     } else if text.contains("invalid peer certificate") {
         let why = if text.contains("UnknownIssuer") {
             ": it is not signed by a CA this host trusts (the system's, or --tls-ca-file's)"
