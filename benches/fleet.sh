@@ -13,6 +13,9 @@
 # and, in a sidecar of its own, a fourth:
 #   fleet   after another host changed every service too: every sum is read again (what every
 #           sync costs when the whole fleet is busy).
+# Last, TLS next to plain: with the last number of hosts, a new host's three syncs over the
+# plain port and then over the TLS port of the same redis-server (a CA and a certificate made
+# here with openssl), with the time each sync took (its first connects, and shakes hands).
 # For each: the sidecar's CPU (its own report), Redis's CPU (INFO cpu, before and after, less
 # what Redis spends idle over the same time), the bytes Redis sent, and the fleet's load on Redis
 # at a 1 s interval: Redis's CPU per host sync times the hosts. Then Redis's memory per service and host (INFO used_memory after the fill).
@@ -28,14 +31,22 @@ cargo build --release --quiet
 target=${CARGO_TARGET_DIR:-$PWD/target}
 extension="$target/release/libganesha_shm.so"
 sidecar="$target/release/ganesha-shm-fleet"
-for tool in redis-server redis-cli php; do
+for tool in redis-server redis-cli php openssl; do
     command -v "$tool" >/dev/null || { echo "fleet bench: $tool is missing (apt-get install redis-server php-cli)" >&2; exit 1; }
 done
 services=${SERVICES:-1000}
 work=$(mktemp -d /tmp/ganesha-shm-fleet-bench.XXXXXX)
-port=$(php -r '$s = stream_socket_server("tcp://127.0.0.1:0"); $n = stream_socket_get_name($s, false); echo substr($n, strrpos($n, ":") + 1);')
+free_port() { php -r '$s = stream_socket_server("tcp://127.0.0.1:0"); $n = stream_socket_get_name($s, false); echo substr($n, strrpos($n, ":") + 1);'; }
+port=$(free_port)
+tls_port=$(free_port)
+# A CA, and the server's certificate for 127.0.0.1 that it signed, for the TLS port.
+openssl req -x509 -newkey rsa:2048 -nodes -keyout "$work/ca.key" -out "$work/ca.crt" -days 2 -subj "/CN=bench CA" 2>/dev/null
+openssl req -newkey rsa:2048 -nodes -keyout "$work/server.key" -out "$work/server.csr" -subj "/CN=127.0.0.1" 2>/dev/null
+openssl x509 -req -in "$work/server.csr" -CA "$work/ca.crt" -CAkey "$work/ca.key" -CAcreateserial -days 2 \
+    -extfile <(printf 'subjectAltName=IP:127.0.0.1\n') -out "$work/server.crt" 2>/dev/null
 redis-server --bind 127.0.0.1 --port "$port" --save "" --appendonly no --dir "$work" --daemonize no \
-    --logfile "$work/redis.log" >/dev/null 2>&1 &
+    --tls-port "$tls_port" --tls-cert-file "$work/server.crt" --tls-key-file "$work/server.key" \
+    --tls-ca-cert-file "$work/ca.crt" --tls-auth-clients no --logfile "$work/redis.log" >/dev/null 2>&1 &
 redis_pid=$!
 trap 'kill "$redis_pid" 2>/dev/null; wait "$redis_pid" 2>/dev/null; rm -rf "$work"' EXIT
 until [ "$(redis-cli -p "$port" ping 2>/dev/null)" = PONG ]; do sleep 0.05; done
@@ -170,3 +181,32 @@ echo
 echo "| hosts | bytes per service and host |"
 echo "|---|---|"
 printf '%s\n' "${memory_rows[@]}"
+
+# TLS next to plain, with the last number of hosts' data in Redis: a new host's first, steady and
+# busy syncs over each port.
+echo
+echo "TLS next to plain: a new host's syncs over the plain port, then the TLS port, of the same redis-server ($hosts hosts, $services services)"
+echo
+echo "| transport | sync | sync time | sidecar CPU | Redis CPU in the script | bytes Redis sent |"
+echo "|---|---|---|---|---|---|"
+for transport in plain TLS; do
+    if [ "$transport" = TLS ]; then
+        flags=(--redis "rediss://127.0.0.1:$tls_port" --tls-ca-file "$work/ca.crt")
+    else
+        flags=(--redis "redis://127.0.0.1:$port")
+    fi
+    copy_as_new_host "$work/host.segment"
+    n=0
+    start_figures
+    while IFS= read -r line; do
+        n=$((n + 1))
+        label=(first steady busy)
+        printf '| %s | %s | %s ms | %s ms | %.1f ms | %s |\n' "$transport" "${label[n - 1]}" \
+            "$(sed -nE 's/.*, ([0-9.]+) ms, [0-9.]+ ms of CPU$/\1/p' <<<"$line")" \
+            "$(sed -nE 's/.*, ([0-9.]+) ms of CPU$/\1/p' <<<"$line")" \
+            "$(awk -v u="$(redis_usec)" 'BEGIN { print u / 1000 }')" "$(($(redis_sent) - sent))"
+        ((n == 2)) && php_on "$work/host.segment" busy
+        start_figures
+    done < <("$sidecar" --segment "$work/host.segment" "${flags[@]}" --fleet bench --host "measured-$transport" \
+        --interval-ms 3000 --syncs 3 2>>"$work/sidecar.log")
+done

@@ -237,7 +237,8 @@ fn run(config: Config) -> ExitCode {
 fn explained(error: &redis::RedisError) -> String {
     let text = error.to_string();
     if refused(error) {
-        format!("{text} (the ACL user lacks a right fleet mode needs: README, \"ACL\", gives the rule)")
+        let first = first_refusal(&text);
+        format!("{first} (the ACL user lacks a right fleet mode needs: README, \"ACL users\", gives the rule)")
     } else if text.contains("invalid peer certificate") {
         let why = if text.contains("UnknownIssuer") {
             ": it is not signed by a CA this host trusts (the system's, or --tls-ca-file's)"
@@ -248,6 +249,20 @@ fn explained(error: &redis::RedisError) -> String {
     } else {
         text
     }
+}
+
+/// The first refusal of `text` alone: a pipeline reports one per script call, each naming the
+/// right (the script's "fleet mode needs the right +zadd on the key …"), and Redis's own "no
+/// permissions to run the 'zadd' command" for a command beside the script.
+fn first_refusal(text: &str) -> &str {
+    let Some(refusal) = ["fleet mode needs the right", "no permissions"]
+        .iter()
+        .find_map(|start| text.find(start).map(|at| &text[at..]))
+    else {
+        return text;
+    };
+    let end = [" script: ", ")", "\n"].iter().filter_map(|end| refusal.find(end)).min().unwrap_or(refusal.len());
+    &refusal[..end]
 }
 
 /// Whether Redis refused a command to the ACL user (the script says which right it lacks).
@@ -475,6 +490,21 @@ fn civil_date(days: i64) -> (i64, u32, u32) {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_refusal_is_said_once_with_the_right_it_lacks() {
+        let pipeline = "Pipeline failures: [(Index 0, error: NoPerm: fleet mode needs the right +zadd on the key \
+                        ganesha-shm:2:{shop:1}:c script: 5ed9, on @user_script:102.), (Index 1, error: NoPerm: fleet \
+                        mode needs the right +zadd on the key ganesha-shm:2:{shop:4}:c script: 5ed9)]";
+        assert_eq!(
+            super::first_refusal(pipeline),
+            "fleet mode needs the right +zadd on the key ganesha-shm:2:{shop:1}:c"
+        );
+        let beside =
+            "Pipeline failure: [(Index 5, error: NoPerm: this user has no permissions to run the 'zadd' command)]";
+        assert_eq!(super::first_refusal(beside), "no permissions to run the 'zadd' command");
+        assert_eq!(super::first_refusal("something else"), "something else");
+    }
+
     #[test]
     fn dates_are_the_calendar_s() {
         assert_eq!(super::civil_date(0), (1970, 1, 1));

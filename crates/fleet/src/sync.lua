@@ -77,6 +77,33 @@ end
 
 local now = tonumber(call('TIME')[1])
 
+-- At a host's first call of the shard (after each connection), every right the script needs is
+-- checked before its first write: Redis keeps the writes of a script stopped half-way, and a sum
+-- moved without this host's count beside it would be moved again by the next call.
+if first then
+  local probes = {
+    { 'TIME' },
+    { 'GET', KEYS[1] }, { 'INCR', KEYS[1] }, { 'EXPIRE', KEYS[1], '1' },
+    { 'ZCOUNT', KEYS[2], '0', '0' }, { 'ZRANGEBYSCORE', KEYS[2], '0', '0' }, { 'ZADD', KEYS[2], '0', 'm' },
+    { 'ZREMRANGEBYSCORE', KEYS[2], '0', '0' }, { 'EXPIRE', KEYS[2], '1' },
+    { 'SCARD', KEYS[3] }, { 'SMEMBERS', KEYS[3] }, { 'SADD', KEYS[3], 'm' }, { 'EXPIRE', KEYS[3], '1' },
+  }
+  for k = 4, math.min(#KEYS, 5) do
+    for _, probe in ipairs({
+      { 'HMGET', KEYS[k], 'f' }, { 'HSET', KEYS[k], 'f', 'v' }, { 'HDEL', KEYS[k], 'f' }, { 'HLEN', KEYS[k] },
+      { 'HGETALL', KEYS[k] }, { 'HGET', KEYS[k], 'f' }, { 'EXPIRE', KEYS[k], '1' },
+    }) do
+      probes[#probes + 1] = probe
+    end
+  end
+  for _, probe in ipairs(probes) do
+    if not redis.acl_check_cmd(unpack(probe)) then
+      local on = probe[2] and (' on the key ' .. probe[2]) or ''
+      error(redis.error_reply('NOPERM fleet mode needs the right +' .. string.lower(probe[1]) .. on))
+    end
+  end
+end
+
 -- A count as a field holds it: a whole number from 0 to MAX_COUNT; nil for anything else
 -- (a missing field, which HMGET gives as false, included).
 local function count_of(value)
