@@ -58,6 +58,7 @@ final class FleetTlsTest extends FleetTestCase
         $lines = $this->assertRefusedHostsDecideAlone($this->redis->url(), ['--tls-ca-file', $this->tls->otherCa]);
         foreach ($lines as $name => $line) {
             self::assertStringContainsString("cannot connect to {$this->redis->url()}: TLS: the server's certificate does not verify", $line, $name);
+            self::assertStringContainsString('does not verify: it is not signed by a CA this host trusts', $line, "{$name}: the reason, in words");
             self::assertStringContainsString('UnknownIssuer', $line, "{$name}: rustls's reason");
         }
         self::assertSame([], $this->keys(), 'nothing reached the server');
@@ -70,6 +71,7 @@ final class FleetTlsTest extends FleetTestCase
         $lines = $this->assertRefusedHostsDecideAlone($this->redis->url(), ['--tls-ca-file', $this->tls->ca]);
         foreach ($lines as $name => $line) {
             self::assertStringContainsString("cannot connect to {$this->redis->url()}: TLS: the server's certificate does not verify", $line, $name);
+            self::assertStringContainsString("does not verify: it has expired (", $line, "{$name}: the reason, in words");
             self::assertStringContainsString('certificate expired', $line, "{$name}: rustls's reason");
         }
         self::assertSame([], $this->keys(), 'nothing reached the server');
@@ -83,7 +85,8 @@ final class FleetTlsTest extends FleetTestCase
         $lines = $this->assertRefusedHostsDecideAlone($this->redis->url(), ['--tls-ca-file', $this->tls->ca]);
         foreach ($lines as $name => $line) {
             // The server's TLS 1.3 alert, certificate_required, as rustls names it.
-            self::assertStringContainsString("cannot connect to {$this->redis->url()}: received fatal alert: CertificateRequired", $line, $name);
+            self::assertStringContainsString("cannot connect to {$this->redis->url()}: TLS: the server requires a client certificate (--tls-cert-file, --tls-key-file)", $line, $name);
+            self::assertStringContainsString('received fatal alert: CertificateRequired', $line, "{$name}: rustls's reason");
         }
         self::assertSame([], $this->keys(), 'nothing reached the server');
         self::report('mutual TLS, no client certificate: ' . self::reason($lines['h1']));

@@ -240,12 +240,20 @@ fn explained(error: &redis::RedisError) -> String {
         let first = first_refusal(&text);
         format!("{first} (the ACL user lacks a right fleet mode needs: README, \"ACL users\", gives the rule)")
     } else if text.contains("invalid peer certificate") {
-        let why = if text.contains("UnknownIssuer") {
-            ": it is not signed by a CA this host trusts (the system's, or --tls-ca-file's)"
-        } else {
-            ""
-        };
+        // rustls's reasons, in words.
+        let why = [
+            ("UnknownIssuer", ": it is not signed by a CA this host trusts (the system's, or --tls-ca-file's)"),
+            ("certificate expired", ": it has expired"),
+            ("certificate not valid yet", ": it is not valid yet (or this host's clock is behind)"),
+            ("NotValidForName", ": it does not name the host of the URL"),
+            ("not valid for name", ": it does not name the host of the URL"),
+        ]
+        .iter()
+        .find(|(reason, _)| text.contains(reason))
+        .map_or("", |(_, why)| why);
         format!("TLS: the server's certificate does not verify{why} ({text})")
+    } else if text.contains("CertificateRequired") {
+        format!("TLS: the server requires a client certificate (--tls-cert-file, --tls-key-file) ({text})")
     } else {
         text
     }

@@ -98,7 +98,7 @@ if first then
   end
   for _, probe in ipairs(probes) do
     if not redis.acl_check_cmd(unpack(probe)) then
-      local on = probe[2] and (' on the key ' .. probe[2]) or ''
+      local on = probe[2] and (', on the keys of its fleet such as ' .. probe[2]) or ''
       error(redis.error_reply('NOPERM fleet mode needs the right +' .. string.lower(probe[1]) .. on))
     end
   end
