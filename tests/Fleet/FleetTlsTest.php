@@ -5,6 +5,7 @@ declare(strict_types=1);
 namespace Zeusi\GaneshaShmAdapter\Tests\Fleet;
 
 use Zeusi\GaneshaShmAdapter\Tests\Support\RedisServer;
+use Zeusi\GaneshaShmAdapter\Tests\Support\RedisTls;
 use Zeusi\GaneshaShmAdapter\Tests\Support\TlsFiles;
 
 /**
@@ -54,42 +55,37 @@ final class FleetTlsTest extends FleetTestCase
     /** A server whose certificate another CA signed: refused, never trusted for lack of a better one. */
     public function testAServerCertificateOfAnotherCaIsRefusedAndTheHostsDecideAlone(): void
     {
-        $this->redis = RedisServer::start($this->dir, tls: $this->tls->server());
-        $lines = $this->assertRefusedHostsDecideAlone($this->redis->url(), ['--tls-ca-file', $this->tls->otherCa]);
-        foreach ($lines as $name => $line) {
-            self::assertStringContainsString("cannot connect to {$this->redis->url()}: TLS: the server's certificate does not verify", $line, $name);
-            self::assertStringContainsString('does not verify: it is not signed by a CA this host trusts', $line, "{$name}: the reason, in words");
-            self::assertStringContainsString('UnknownIssuer', $line, "{$name}: rustls's reason");
-        }
-        self::assertSame([], $this->keys(), 'nothing reached the server');
-        self::report('TLS, another CA: ' . self::reason($lines['h1']));
+        $this->assertTlsRefused(
+            $this->tls->server(),
+            ['--tls-ca-file', $this->tls->otherCa],
+            "TLS: the server's certificate does not verify: it is not signed by a CA this host trusts",
+            'UnknownIssuer',
+            'TLS, another CA'
+        );
     }
 
     public function testAnExpiredServerCertificateIsRefusedAndTheHostsDecideAlone(): void
     {
-        $this->redis = RedisServer::start($this->dir, tls: $this->tls->server(expired: true));
-        $lines = $this->assertRefusedHostsDecideAlone($this->redis->url(), ['--tls-ca-file', $this->tls->ca]);
-        foreach ($lines as $name => $line) {
-            self::assertStringContainsString("cannot connect to {$this->redis->url()}: TLS: the server's certificate does not verify", $line, $name);
-            self::assertStringContainsString("does not verify: it has expired (", $line, "{$name}: the reason, in words");
-            self::assertStringContainsString('certificate expired', $line, "{$name}: rustls's reason");
-        }
-        self::assertSame([], $this->keys(), 'nothing reached the server');
-        self::report('TLS, expired: ' . self::reason($lines['h1']));
+        $this->assertTlsRefused(
+            $this->tls->server(expired: true),
+            ['--tls-ca-file', $this->tls->ca],
+            "TLS: the server's certificate does not verify: it has expired (",
+            'certificate expired',
+            'TLS, expired'
+        );
     }
 
     /** A server that requires client certificates (mutual TLS) refuses a sidecar without one. */
     public function testAServerRequiringClientCertificatesRefusesASidecarWithoutOne(): void
     {
-        $this->redis = RedisServer::start($this->dir, tls: $this->tls->server(clientCertificates: true));
-        $lines = $this->assertRefusedHostsDecideAlone($this->redis->url(), ['--tls-ca-file', $this->tls->ca]);
-        foreach ($lines as $name => $line) {
+        $this->assertTlsRefused(
+            $this->tls->server(clientCertificates: true),
+            ['--tls-ca-file', $this->tls->ca],
+            'TLS: the server requires a client certificate (--tls-cert-file, --tls-key-file)',
             // The server's TLS 1.3 alert, certificate_required, as rustls names it.
-            self::assertStringContainsString("cannot connect to {$this->redis->url()}: TLS: the server requires a client certificate (--tls-cert-file, --tls-key-file)", $line, $name);
-            self::assertStringContainsString('received fatal alert: CertificateRequired', $line, "{$name}: rustls's reason");
-        }
-        self::assertSame([], $this->keys(), 'nothing reached the server');
-        self::report('mutual TLS, no client certificate: ' . self::reason($lines['h1']));
+            'received fatal alert: CertificateRequired',
+            'mutual TLS, no client certificate'
+        );
     }
 
     public function testFailuresSpreadOverTheFleetOpenEveryHostOverMutualTls(): void
@@ -106,5 +102,23 @@ final class FleetTlsTest extends FleetTestCase
     private static function reason(string $line): string
     {
         return \substr($line, (int) \strpos($line, 'cannot connect to'));
+    }
+
+    /**
+     * Sidecars given $flags against a server serving $server refuse it: each host's one line says
+     * so in $words, with rustls's $reason, the hosts decide alone, and nothing reaches the server.
+     *
+     * @param list<string> $flags
+     */
+    private function assertTlsRefused(RedisTls $server, array $flags, string $words, string $reason, string $label): void
+    {
+        $this->redis = RedisServer::start($this->dir, tls: $server);
+        $lines = $this->assertRefusedHostsDecideAlone($this->redis->url(), $flags);
+        foreach ($lines as $name => $line) {
+            self::assertStringContainsString("cannot connect to {$this->redis->url()}: {$words}", $line, $name);
+            self::assertStringContainsString($reason, $line, "{$name}: rustls's reason");
+        }
+        self::assertSame([], $this->keys(), 'nothing reached the server');
+        self::report("{$label}: " . self::reason($lines['h1']));
     }
 }
