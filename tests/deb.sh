@@ -29,7 +29,8 @@
 #    Apache loads the extension; dpkg -P removes that link too, and /etc, /usr and /var/lib/php
 #    are again as they were before the first install. mod_php is installed again however it ends.
 # 6. with FLEET.deb, the fleet sidecar's package: dpkg -i installs /usr/bin/ganesha-shm-fleet, of
-#    the package's version, its systemd unit, not enabled, and /etc/ganesha-shm/fleet.conf, a
+#    the package's version, its systemd unit, not enabled, its man page ganesha-shm-fleet(8),
+#    with every flag --help gives, and /etc/ganesha-shm/fleet.conf, a
 #    conffile with which the sidecar refuses to start (exit 2) until it is configured; dpkg -P
 #    leaves nothing of it, /etc/ganesha-shm included.
 #
@@ -511,6 +512,13 @@ if [ -n "$fleet_deb" ]; then
     ! find /etc/systemd/system -name ganesha-shm-fleet.service 2>/dev/null | grep -q . ||
         fail "the unit is enabled on install: $(find /etc/systemd/system -name ganesha-shm-fleet.service)"
     dpkg-query -W -f='${Conffiles}' "$fleet_package" | grep -q '/etc/ganesha-shm/fleet.conf' || fail "fleet.conf is not a conffile"
+    # Its man page, with every flag --help gives.
+    man_page=/usr/share/man/man8/ganesha-shm-fleet.8.gz
+    [ -f "$man_page" ] || fail "no man page at $man_page"
+    man_text=$(zcat "$man_page" | sed 's/\\-/-/g')
+    for flag in $(ganesha-shm-fleet --help | grep -oE '^  --[a-z-]+'); do
+        grep -qF -- "$flag" <<<"$man_text" || fail "the man page lacks $flag, which --help gives"
+    done
     status=0
     output=$(ganesha-shm-fleet --config /etc/ganesha-shm/fleet.conf 2>&1) || status=$?
     [ "$status" = 2 ] && echo "$output" | grep -q 'segment is required' ||
