@@ -13,18 +13,10 @@ use Zeusi\GaneshaShmAdapter\Tests\Support\RedisServer;
  */
 final class FleetAclTest extends FleetTestCase
 {
-    /**
-     * README's rule for the fleet NAME: the fleet's keys, of its hosts (`{NAME}`) and of its
-     * services' shards (`{NAME:<shard>}`), no channel, and the commands of a sync.
-     */
-    private const RULE = 'on >PASSWORD resetkeys ~ganesha-shm:2:{NAME}* ~ganesha-shm:2:{NAME:* resetchannels -@all'
-        . ' +script|load +evalsha +time +get +set +incr +expire +hlen +hgetall +hget +hmget +hset +hdel +scard +smembers'
-        . ' +sadd +zadd +zcount +zrangebyscore +zremrangebyscore +role +ping';
-
     public function testFailuresSpreadOverTheFleetOpenEveryHostAsTheAclUserOfReadme(): void
     {
         $this->redis = RedisServer::start($this->dir);
-        [$user, $password] = $this->createUser(self::RULE);
+        [$user, $password] = $this->createUser(self::ACL_RULE, $this->redis);
         $url = "redis://{$user}:{$password}@127.0.0.1:{$this->redis->port}";
         $hosts = $this->startHosts(3, self::GANESHA, $url);
 
@@ -43,9 +35,9 @@ final class FleetAclTest extends FleetTestCase
     public function testAUserWithoutOneRightIsRefusedInALineNamingItAndTheHostsDecideAlone(): void
     {
         $this->redis = RedisServer::start($this->dir);
-        $rule = \str_replace(' +zadd ', ' ', self::RULE);
-        self::assertNotSame(self::RULE, $rule);
-        [$user, $password] = $this->createUser($rule);
+        $rule = \str_replace(' +zadd ', ' ', self::ACL_RULE);
+        self::assertNotSame(self::ACL_RULE, $rule);
+        [$user, $password] = $this->createUser($rule, $this->redis);
 
         $lines = $this->assertRefusedHostsDecideAlone("redis://{$user}:{$password}@127.0.0.1:{$this->redis->port}", [], true);
         foreach ($lines as $name => $line) {
@@ -54,22 +46,5 @@ final class FleetAclTest extends FleetTestCase
             self::assertStringNotContainsString($password, $line, $name);
         }
         self::report('ACL user without +zadd: ' . \substr($lines['h1'], (int) \strpos($lines['h1'], 'refused by')));
-    }
-
-    /**
-     * A new user of the test's server with $rule (PASSWORD and NAME in it replaced by a new
-     * password and the test's fleet), made with redis-cli's ACL SETUSER; its name and password.
-     *
-     * @return array{0: string, 1: string}
-     */
-    private function createUser(string $rule): array
-    {
-        $user = 'fleet-' . \bin2hex(\random_bytes(3));
-        $password = \bin2hex(\random_bytes(12));
-        $args = \explode(' ', \str_replace(['PASSWORD', 'NAME'], [$password, $this->fleet], $rule));
-        $created = $this->redis->cli(['ACL', 'SETUSER', $user, ...$args]);
-        self::assertSame("OK\n", $created['stdout'], $created['stderr']);
-
-        return [$user, $password];
     }
 }

@@ -4,13 +4,17 @@ declare(strict_types=1);
 
 namespace Zeusi\GaneshaShmAdapter\Tests\Fleet;
 
+use Zeusi\GaneshaShmAdapter\Tests\Support\FleetHost;
 use Zeusi\GaneshaShmAdapter\Tests\Support\RedisServer;
+use Zeusi\GaneshaShmAdapter\Tests\Support\RedisTls;
+use Zeusi\GaneshaShmAdapter\Tests\Support\TlsFiles;
 
 /**
  * Fleet mode on a self-run Redis made highly available by Sentinel, the usual set-up of one that
  * is not a Cluster: Debian's redis-sentinel, three Sentinels watching a master (the test's
  * redis-server) and its one replica, all on loopback ports. The sidecars find the master through
- * the Sentinels (--sentinel), and follow a failover to the replica the Sentinels promote.
+ * the Sentinels (--sentinel), and follow a failover to the replica the Sentinels promote: over
+ * plain TCP without passwords, and over TLS with a password everywhere.
  */
 final class FleetSentinelTest extends FleetTestCase
 {
@@ -24,20 +28,70 @@ final class FleetSentinelTest extends FleetTestCase
         }
     }
 
-    /**
-     * The master SIGKILLed under three hosts: each decides alone within two intervals (its sync
-     * state goes stale, by its own clock, two intervals after its last sync, which was before
-     * the kill); the Sentinels agree it is down (1 s without an answer, a quorum of 2) and
-     * promote the replica; within two intervals of that, every host's sidecar has synced with it
-     * (the retries' backoff is at most an interval), and within two more the fleet view is
-     * rebuilt, the failures the hosts counted alone meanwhile included, which the new master
-     * never had. Requests are reported all along and none waits.
-     */
+    /** The failover over plain TCP, no server or Sentinel requiring a password. */
     public function testTheHostsDecideAloneWhenTheMasterIsKilledAndFollowTheFailoverToTheReplica(): void
     {
         [$sentinels, $replica] = $this->startSentinels();
+        $this->assertTheHostsDecideAloneAndFollowTheFailover($sentinels, $replica, [], 'Sentinel');
+    }
+
+    /**
+     * The same failover with everything over TLS and behind passwords, as a Sentinel set-up
+     * reached across a network is run: the master, its replica and the Sentinels serve TLS only,
+     * and speak it to each other (tls-replication); the Sentinels require a password of their
+     * own (in each Sentinel's URL), the servers the default user's (replication's and the
+     * Sentinels'), and the sidecars log in to the servers as README's ACL user (--master-user,
+     * --master-password), made on the replica too since ACL SETUSER is not replicated. Three
+     * passwords, so that a sidecar that gave one where another belongs would be refused, and its
+     * host decide alone; none of them is in a sidecar's log.
+     */
+    public function testTheHostsFollowTheFailoverOverTlsWithPasswordsForTheSentinelsAndTheMaster(): void
+    {
+        if (TlsFiles::openssl() === null) {
+            self::markTestSkipped('openssl is not installed (apt-get install openssl)');
+        }
+        $tls = TlsFiles::make($this->dir);
+        [$serversPassword, $sentinelsPassword] = [self::password(), self::password()];
+        [$sentinels, $replica] = $this->startSentinels($tls->server(), $serversPassword, $sentinelsPassword);
+        [$user, $password] = $this->createUser(self::ACL_RULE, $this->redis, $replica);
+        $flags = ['--master-user', $user, '--master-password', $password, '--tls-ca-file', $tls->ca];
+
+        $hosts = $this->assertTheHostsDecideAloneAndFollowTheFailover($sentinels, $replica, $flags, 'Sentinel over TLS, with passwords');
+        // The sidecars' connections: not the Sentinels' (named sentinel-<id>-cmd or -pubsub), nor
+        // one that has run no command yet (cmd=NULL), as a Sentinel's new link to the new master
+        // is, unnamed, while its TLS handshake is under way.
+        $clients = \array_filter(self::clients($replica), fn (string $client) => !\str_contains($client, ' name=sentinel-') && !\str_contains($client, ' cmd=NULL '));
+        self::assertGreaterThanOrEqual(3, \count($clients), "a connection of each sidecar to the new master:\n" . \implode("\n", $clients));
+        foreach ($clients as $client) {
+            self::assertStringContainsString(" user={$user} ", $client, 'every sidecar is the ACL user on the new master, not the default one');
+        }
+        foreach ($hosts as $host) {
+            $log = $host->sidecar->logText();
+            self::assertStringContainsString("rediss://:***@127.0.0.1:{$sentinels[0]->port}", $log, "{$host->name}'s log names the Sentinels, their password hidden");
+            foreach ([$serversPassword, $sentinelsPassword, $password] as $secret) {
+                self::assertStringNotContainsString($secret, $log, "{$host->name}'s log shows no password");
+            }
+        }
+    }
+
+    /**
+     * The master SIGKILLed under three hosts whose sidecars have $sidecarFlags, after the suite's
+     * first scenario: each decides alone within two intervals (its sync state goes stale, by its
+     * own clock, two intervals after its last sync, which was before the kill); the Sentinels
+     * agree it is down (1 s without an answer, a quorum of 2) and promote the replica; within two
+     * intervals of that, every host's sidecar has synced with it (the retries' backoff is at most
+     * an interval), and within two more the fleet view is rebuilt, the failures the hosts counted
+     * alone meanwhile included, which the new master never had. Requests are reported all along
+     * and none waits. The times reported under $label; the hosts.
+     *
+     * @param list<RedisServer> $sentinels
+     * @param list<string> $sidecarFlags
+     * @return list<FleetHost>
+     */
+    private function assertTheHostsDecideAloneAndFollowTheFailover(array $sentinels, RedisServer $replica, array $sidecarFlags, string $label): array
+    {
         $urls = \implode(',', \array_map(fn (RedisServer $sentinel) => $sentinel->url(), $sentinels));
-        $hosts = $this->startHosts(3, self::GANESHA, $urls, ['--sentinel', self::MASTER]);
+        $hosts = $this->startHosts(3, self::GANESHA, $urls, ['--sentinel', self::MASTER, ...$sidecarFlags]);
         $service = self::service('sentinel');
         $opened = $this->assertFailuresSpreadOverTheFleetOpenEveryHost($hosts, $service);
         self::assertSame("127.0.0.1\n{$this->redis->port}\n", $sentinels[0]->cli(['SENTINEL', 'get-master-addr-by-name', self::MASTER])['stdout']);
@@ -115,8 +169,9 @@ final class FleetSentinelTest extends FleetTestCase
         }
         self::assertNotSame([], \array_filter(\explode("\n", $replica->cli(['--scan', '--pattern', "*{$service}*"])['stdout'])), 'the counts are on the new master');
         self::report(\sprintf(
-            'Sentinel: every host open %d ms after the last failure; master killed: every host alone %d ms after (seen after %d ms), the replica promoted %d ms after, '
+            '%s: every host open %d ms after the last failure; master killed: every host alone %d ms after (seen after %d ms), the replica promoted %d ms after, '
             . 'every host synced with it %d ms after the promotion, the fleet view rebuilt %d ms after it; slowest report %.2f ms',
+            $label,
             $opened,
             $aloneAfter,
             \max($alone) - $killed,
@@ -125,6 +180,8 @@ final class FleetSentinelTest extends FleetTestCase
             $rebuilt - $promoted,
             $slowest
         ));
+
+        return $hosts;
     }
 
     /**
@@ -132,19 +189,22 @@ final class FleetSentinelTest extends FleetTestCase
      * default), its replica, and three Sentinels watching the master with a quorum of 2, once
      * the replica has its data and every Sentinel knows the replica and the two other Sentinels
      * (from the master's INFO, and from their hello messages through it, every 2 s): what they
-     * need to fail the master over.
+     * need to fail the master over. With $tls, all of them serve TLS only and speak it to each
+     * other; with $serversPassword, the master and the replica require it, of the replica's
+     * link and of the Sentinels too; with $sentinelsPassword, the Sentinels require it.
      *
      * @return array{0: list<RedisServer>, 1: RedisServer} the Sentinels and the replica
      */
-    private function startSentinels(): array
+    private function startSentinels(?RedisTls $tls = null, ?string $serversPassword = null, ?string $sentinelsPassword = null): array
     {
-        $this->redis = RedisServer::start($this->dir, args: ['--repl-diskless-sync-delay', '0']);
-        $replica = RedisServer::start($this->dir, args: ['--replicaof', '127.0.0.1', (string) $this->redis->port]);
+        $replication = $tls === null ? [] : ['--tls-replication', 'yes'];
+        $this->redis = RedisServer::start($this->dir, tls: $tls, args: ['--repl-diskless-sync-delay', '0', ...$replication], password: $serversPassword);
+        $replica = RedisServer::start($this->dir, tls: $tls, args: ['--replicaof', '127.0.0.1', (string) $this->redis->port, ...$replication], password: $serversPassword);
         $this->nodes[] = $replica;
         $this->waitUntil(fn () => \str_contains($replica->cli(['INFO', 'replication'])['stdout'], 'master_link_status:up'), 'the replica has the master\'s data');
         $sentinels = [];
         for ($i = 0; $i < 3; ++$i) {
-            $sentinels[] = $this->nodes[] = RedisServer::sentinel($this->dir, self::MASTER, $this->redis, 2);
+            $sentinels[] = $this->nodes[] = RedisServer::sentinel($this->dir, self::MASTER, $this->redis, 2, tls: $tls, password: $sentinelsPassword);
         }
         foreach ($sentinels as $sentinel) {
             $this->waitUntil(fn () => \str_contains($this->sentinelMaster($sentinel), 'slaves=1,sentinels=3'), "Sentinel {$sentinel->port} knows the replica and the other Sentinels");

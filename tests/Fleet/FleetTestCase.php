@@ -30,6 +30,14 @@ abstract class FleetTestCase extends TestCase
     /** Ganesha's settings that count and never trip, for the exact-count scenario (assertExactCounts()). */
     protected const COUNTING = ['timeWindow' => 600, 'failureRateThreshold' => 100, 'minimumRequests' => 1_000_000, 'intervalToHalfOpen' => 600];
 
+    /**
+     * README's ACL rule for the fleet NAME: the fleet's keys, of its hosts (`{NAME}`) and of its
+     * services' shards (`{NAME:<shard>}`), no channel, and the commands of a sync.
+     */
+    protected const ACL_RULE = 'on >PASSWORD resetkeys ~ganesha-shm:2:{NAME}* ~ganesha-shm:2:{NAME:* resetchannels -@all'
+        . ' +script|load +evalsha +time +get +set +incr +expire +hlen +hgetall +hget +hmget +hset +hdel +scard +smembers'
+        . ' +sadd +zadd +zcount +zrangebyscore +zremrangebyscore +role +ping';
+
     /** What ends the line of a sidecar that cannot sync, and of no other line. */
     protected const ALONE = 'hosts decide alone until it is back';
 
@@ -199,6 +207,32 @@ abstract class FleetTestCase extends TestCase
         }
 
         return $lines;
+    }
+
+    /**
+     * A new user with $rule (PASSWORD and NAME in it replaced by a new password and the test's
+     * fleet), made with redis-cli's ACL SETUSER on each of $servers (a master and its replicas:
+     * ACL SETUSER is not replicated); its name and password.
+     *
+     * @return array{0: string, 1: string}
+     */
+    protected function createUser(string $rule, RedisServer ...$servers): array
+    {
+        $user = 'fleet-' . \bin2hex(\random_bytes(3));
+        $password = self::password();
+        $args = \explode(' ', \str_replace(['PASSWORD', 'NAME'], [$password, $this->fleet], $rule));
+        foreach ($servers as $server) {
+            $created = $server->cli(['ACL', 'SETUSER', $user, ...$args]);
+            self::assertSame("OK\n", $created['stdout'], $created['stderr']);
+        }
+
+        return [$user, $password];
+    }
+
+    /** A new password, random. */
+    protected static function password(): string
+    {
+        return \bin2hex(\random_bytes(12));
     }
 
     /**

@@ -8,7 +8,8 @@ namespace Zeusi\GaneshaShmAdapter\Tests\Support;
  * A redis-server (Debian's) the tests start on a free port of the loopback, with nothing saved
  * to disk, and stop by its pid. It can be stopped for a while (SIGSTOP), killed, and started
  * again on the same port, empty. It can also be another server that speaks Redis's protocol
- * (valkey-server), serve TLS only (RedisTls), or be a Sentinel (redis-sentinel) watching one.
+ * (valkey-server), serve TLS only (RedisTls), require a password, or be a Sentinel
+ * (redis-sentinel) watching one.
  */
 final class RedisServer
 {
@@ -17,6 +18,7 @@ final class RedisServer
     /**
      * @param list<string> $args more arguments of the server
      * @param string|null $config the configuration file of a Sentinel, its one argument
+     * @param string|null $password the default user's password (requirepass), which redis-cli gives
      */
     private function __construct(
         public readonly int $port,
@@ -26,6 +28,7 @@ final class RedisServer
         private readonly ?RedisTls $tls = null,
         private readonly array $args = [],
         private readonly ?string $config = null,
+        private readonly ?string $password = null,
     ) {
     }
 
@@ -34,13 +37,19 @@ final class RedisServer
      *
      * @param RedisTls|null $tls TLS on its port, and no plain TCP
      * @param list<string> $args more arguments of the server (`--replicaof 127.0.0.1 <port>`)
+     * @param string|null $password the default user's password (requirepass), and its master's
+     *                              (masterauth): one password for a master and its replicas, as
+     *                              Sentinel's auth-pass has it
      */
-    public static function start(string $dir, bool $cluster = false, string $server = 'redis-server', ?RedisTls $tls = null, array $args = []): ?self
+    public static function start(string $dir, bool $cluster = false, string $server = 'redis-server', ?RedisTls $tls = null, array $args = [], ?string $password = null): ?self
     {
         if (self::binary($server) === null) {
             return null;
         }
-        $started = new self(Loopback::freePort(), $dir, $cluster, $server, $tls, $args);
+        if ($password !== null) {
+            \array_push($args, '--requirepass', $password, '--masterauth', $password);
+        }
+        $started = new self(Loopback::freePort(), $dir, $cluster, $server, $tls, $args, null, $password);
         $started->run();
 
         return $started;
@@ -49,24 +58,35 @@ final class RedisServer
     /**
      * A redis-sentinel watching $master as the master named $name, which $quorum Sentinels must
      * agree is down before one fails it over: down once it has not answered for $downAfterMs.
-     * Its configuration file (which Sentinel rewrites as it learns) is in $dir. Null when
+     * Its configuration file (which Sentinel rewrites as it learns) is in $dir. It authenticates
+     * to the master and its replicas with the master's password, if it has one. With $tls, it
+     * serves TLS only, as a redis-server does, and speaks TLS to them and to the other Sentinels
+     * (tls-replication), which must all serve it; with $password, it requires that password of
+     * its clients and gives it to the other Sentinels, which must all have it. Null when
      * redis-sentinel is not installed.
      */
-    public static function sentinel(string $dir, string $name, self $master, int $quorum, int $downAfterMs = 1000, int $failoverTimeoutMs = 3000): ?self
+    public static function sentinel(string $dir, string $name, self $master, int $quorum, int $downAfterMs = 1000, int $failoverTimeoutMs = 3000, ?RedisTls $tls = null, ?string $password = null): ?self
     {
         if (self::binary('redis-sentinel') === null) {
             return null;
         }
         $port = Loopback::freePort();
         $config = "{$dir}/redis-sentinel-{$port}.conf";
+        // A redis-server's TLS arguments (`--tls-port P` …) as lines of the file (`tls-port P`).
+        $listen = $tls === null ? ["port {$port}"] : [
+            ...\array_map(fn (array $pair) => \substr($pair[0], 2) . ' ' . $pair[1], \array_chunk($tls->serverArgs($port), 2)),
+            'tls-replication yes',
+        ];
         \file_put_contents($config, \implode("\n", [
-            "port {$port}", 'bind 127.0.0.1', 'daemonize no', "logfile {$dir}/redis-sentinel-{$port}.log", "dir {$dir}",
+            ...$listen, 'bind 127.0.0.1', 'daemonize no', "logfile {$dir}/redis-sentinel-{$port}.log", "dir {$dir}",
+            ...($password === null ? [] : ["requirepass {$password}"]),
             'sentinel resolve-hostnames no',
             "sentinel monitor {$name} 127.0.0.1 {$master->port} {$quorum}",
+            ...($master->password === null ? [] : ["sentinel auth-pass {$name} {$master->password}"]),
             "sentinel down-after-milliseconds {$name} {$downAfterMs}",
             "sentinel failover-timeout {$name} {$failoverTimeoutMs}",
         ]) . "\n");
-        $sentinel = new self($port, $dir, false, 'redis-sentinel', null, [], $config);
+        $sentinel = new self($port, $dir, false, 'redis-sentinel', $tls, [], $config, $password);
         $sentinel->run();
 
         return $sentinel;
@@ -77,9 +97,10 @@ final class RedisServer
         return Command::which($name);
     }
 
+    /** Its URL, with its password (`rediss://:PASSWORD@127.0.0.1:PORT`) when it requires one. */
     public function url(): string
     {
-        return ($this->tls === null ? 'redis' : 'rediss') . '://127.0.0.1:' . $this->port;
+        return ($this->tls === null ? 'redis' : 'rediss') . '://' . ($this->password === null ? '' : ":{$this->password}@") . '127.0.0.1:' . $this->port;
     }
 
     public function pid(): int
@@ -119,14 +140,16 @@ final class RedisServer
 
     /**
      * redis-cli against this server (or, with `--cluster create`, the nodes it names), given
-     * $timeout seconds.
+     * $timeout seconds: as the default user, with its password if it requires one.
      *
      * @param list<string> $args
      * @return array{exit: int, stdout: string, stderr: string}
      */
     public function cli(array $args, float $timeout = 10.0): array
     {
-        return Command::run([(string) self::binary('redis-cli'), '-h', '127.0.0.1', '-p', (string) $this->port, ...($this->tls?->cliArgs() ?? []), ...$args], timeout: $timeout);
+        $auth = $this->password === null ? [] : ['--no-auth-warning', '-a', $this->password];
+
+        return Command::run([(string) self::binary('redis-cli'), '-h', '127.0.0.1', '-p', (string) $this->port, ...($this->tls?->cliArgs() ?? []), ...$auth, ...$args], timeout: $timeout);
     }
 
     /** Its log file. */
