@@ -36,6 +36,30 @@ final class FleetSentinelTest extends FleetTestCase
     }
 
     /**
+     * The first Sentinel of the list hung (SIGSTOP: the kernel still accepts its connections,
+     * and nothing answers): each attempt asks it first, waits out the command timeout, and asks
+     * the next, so that the hosts share their counts all the same; the hung Sentinel never hangs
+     * a sidecar.
+     */
+    public function testAHungSentinelDelaysAConnectionAndNeverHangsTheSidecar(): void
+    {
+        [$sentinels] = $this->startSentinels();
+        $sentinels[0]->signal(\SIGSTOP);
+        try {
+            $urls = \implode(',', \array_map(fn (RedisServer $sentinel) => $sentinel->url(), $sentinels));
+            $hosts = $this->startHosts(3, self::GANESHA, $urls, ['--sentinel', self::MASTER, '--command-timeout-ms', '200']);
+            $after = $this->assertFailuresSpreadOverTheFleetOpenEveryHost($hosts, self::service('hung'));
+            foreach ($hosts as $host) {
+                self::assertSame(1, $host->sidecar->logLines("connected to 127.0.0.1:{$this->redis->port}"), "{$host->name} reached the master past the hung Sentinel");
+                self::assertTrue($host->sidecar->running(), "{$host->name}'s sidecar runs");
+            }
+        } finally {
+            $sentinels[0]->signal(\SIGCONT);
+        }
+        self::report("Sentinel: the first of three hung, every host open {$after} ms after the last failure");
+    }
+
+    /**
      * The same failover with everything over TLS and behind passwords, as a Sentinel set-up
      * reached across a network is run: the master, its replica and the Sentinels serve TLS only,
      * and speak it to each other (tls-replication); the Sentinels require a password of their

@@ -252,6 +252,9 @@ fn explained(error: &redis::RedisError) -> String {
         .find(|(reason, _)| text.contains(reason))
         .map_or("", |(_, why)| why);
         format!("TLS: the server's certificate does not verify{why} ({text})")
+    } else if text.contains("close_notify") {
+        // rustls's words for a TLS server gone (killed, or its connection cut), with a link.
+        "the server closed the TLS connection".to_string()
     } else if text.contains("CertificateRequired") {
         format!("TLS: the server requires a client certificate (--tls-cert-file, --tls-key-file) ({text})")
     } else {
