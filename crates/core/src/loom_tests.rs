@@ -17,7 +17,7 @@
 use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;
 
-use crate::circuit::STATUS_TRIPPED;
+use crate::circuit::{STATUS_CALMED_DOWN, STATUS_TRIPPED};
 use crate::store::{counter_payload_words, init_counter, init_status, Store, TableKind, STATUS_PAYLOAD_WORDS};
 use crate::sync::model::run_stopping_after;
 use crate::sync::AtomicU64;
@@ -451,6 +451,27 @@ fn a_clear_racing_a_reader_and_a_trial_claimer_shows_only_values_that_were_writt
             assert_eq!(store.peek_last_failure_time(b"f", 101).unwrap(), None, "the time outlived its clear");
         }
         cleared
+    });
+}
+
+/// Two processes trip a circuit with no status at once (a new circuit, or one cleared): the
+/// trip is counted once. A save writes its value, then its expiry; one whose value was read by
+/// the other between the two looked expired, and both counted it.
+#[test]
+fn two_processes_tripping_one_circuit_count_one_trip() {
+    model("two processes tripping one circuit", || {
+        let fixture = Fixture::new();
+        let store = fixture.store();
+        store.save_status(b"s", STATUS_CALMED_DOWN, 100).unwrap();
+        store.clear(TableKind::Statuses, b"s").unwrap();
+        let other = {
+            let fixture = Arc::clone(&fixture);
+            loom::thread::spawn(move || fixture.store().save_status(b"s", STATUS_TRIPPED, 101).unwrap())
+        };
+        fixture.store().save_status(b"s", STATUS_TRIPPED, 102).unwrap();
+        other.join().unwrap();
+        let totals = fixture.store().totals(TableKind::Statuses, b"s").unwrap().unwrap();
+        assert_eq!(totals.events, 1, "one trip, counted {} times", totals.events);
     });
 }
 

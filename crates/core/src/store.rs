@@ -694,26 +694,42 @@ impl<'a> Store<'a> {
                 return false; // recycled under us
             }
             // A live expiry over an empty value (a clear raced a save) holds no status.
-            let alive = timed::alive(timed::decode_expiry(expiry), now) && timed::is_written(read);
+            let expiry_alive = timed::alive(timed::decode_expiry(expiry), now);
+            let alive = expiry_alive && timed::is_written(read);
             let replaced = std::cell::Cell::new(None);
+            let replaced_expiry = std::cell::Cell::new(None);
+            let expiry_word = timed::encode_expiry(generation, now.saturating_add(ttl));
             let saved = update_word(&payload[STATUS_VALUE], entry, |current| {
                 replaced.set(Some(current));
                 (timed::generation(current) == generation).then_some(timed::encode_value(generation, status))
-            }) && replace_word(
-                &payload[STATUS_EXPIRY],
-                entry,
-                timed::encode_expiry(generation, now.saturating_add(ttl)),
-            );
+            }) && update_word(&payload[STATUS_EXPIRY], entry, |current| {
+                replaced_expiry.set(Some(current));
+                (timed::generation(current) == generation).then_some(expiry_word)
+            });
             if saved {
-                // The status this save replaced: a value written since it was read is a live
-                // save's; the value read is what it was, if it was alive.
-                let replaced = match replaced.get() {
+                // The status this save replaced, if it was alive: a value written since it was
+                // read is a live save's; the value read is what it was, if it was alive.
+                let replaced_status = match replaced.get() {
                     Some(word) if timed::is_written(word) && (word != read || alive) => Some(timed::decode_value(word)),
                     _ => None,
                 };
-                if status == STATUS_TRIPPED && replaced != Some(STATUS_TRIPPED) {
+                // A trip is counted by the one save that makes a tripped status alive where none
+                // was: the first whose expiry replaces one that is not alive, or one that replaces
+                // another live status, or the empty value a clear left under a live expiry (which
+                // it read so: a save's expiry is written after its value, so an expiry read first
+                // and alive over an empty value is no save under way). Not by its value alone: a
+                // save writes its value, then its expiry, and another save that reads the value
+                // between the two cannot tell it from an expired one, so two saves tripping a new
+                // circuit at once would both count it.
+                let expiry_was_alive =
+                    replaced_expiry.get().is_some_and(|word| timed::alive(timed::decode_expiry(word), now));
+                let cleared =
+                    replaced.get().is_some_and(|word| !timed::is_written(word) && word == read && expiry_alive);
+                let trip =
+                    !expiry_was_alive || cleared || replaced_status.is_some_and(|status| status != STATUS_TRIPPED);
+                if status == STATUS_TRIPPED && trip {
                     add_one(&payload[TRIPS], entry);
-                } else if status == STATUS_CALMED_DOWN && replaced == Some(STATUS_TRIPPED) {
+                } else if status == STATUS_CALMED_DOWN && replaced_status == Some(STATUS_TRIPPED) {
                     add_one(&payload[CALM_DOWNS], entry);
                 }
             }
