@@ -1475,9 +1475,13 @@ mod tests {
         store_count_race(&segment);
     }
 
+    /// Two processes adding 1 and two taking 1 away, 1,000 times each, from 2,000: as many as the
+    /// decrements, so that the count never reaches 0 whatever the order (a count stops at 0, so
+    /// from 1,000 the decrements ran ahead of the increments lost up to 1,000 of them, and the
+    /// count ended anywhere from 1,000 to 2,000), and a lost update shows.
     fn store_count_race(segment: &Segment) {
         let store = Store::new(segment);
-        store.change_count(b"c", T0, true, |_| 1_000).unwrap();
+        store.change_count(b"c", T0, true, |_| 2_000).unwrap();
         std::thread::scope(|scope| {
             for thread in 0..4 {
                 scope.spawn(move || {
@@ -1489,7 +1493,7 @@ mod tests {
                 });
             }
         });
-        assert_eq!(store.load_count(b"c", T0).unwrap(), 1_000);
+        assert_eq!(store.load_count(b"c", T0).unwrap(), 2_000);
     }
 
     #[test]
