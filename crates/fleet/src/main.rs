@@ -263,8 +263,8 @@ fn explained(error: &redis::RedisError) -> String {
 }
 
 /// The first refusal of `text` alone: a pipeline reports one per script call, each naming the
-/// right (the script's "fleet mode needs the right +zadd on the key …"), and Redis's own "no
-/// permissions to run the 'zadd' command" for a command beside the script.
+/// right (the script's "fleet mode needs the right +zadd, on the keys of its fleet such as …"),
+/// and Redis's own "no permissions to run the 'zadd' command" for a command beside the script.
 fn first_refusal(text: &str) -> &str {
     let Some(refusal) = ["fleet mode needs the right", "no permissions"]
         .iter()
@@ -503,12 +503,13 @@ fn civil_date(days: i64) -> (i64, u32, u32) {
 mod tests {
     #[test]
     fn a_refusal_is_said_once_with_the_right_it_lacks() {
-        let pipeline = "Pipeline failures: [(Index 0, error: NoPerm: fleet mode needs the right +zadd on the key \
-                        ganesha-shm:2:{shop:1}:c script: 5ed9, on @user_script:102.), (Index 1, error: NoPerm: fleet \
-                        mode needs the right +zadd on the key ganesha-shm:2:{shop:4}:c script: 5ed9)]";
+        let pipeline = "Pipeline failures: [(Index 0, error: NoPerm: fleet mode needs the right +zadd, on the keys of \
+                        its fleet such as ganesha-shm:2:{shop:1}:c script: 5ed9, on @user_script:102.), (Index 1, \
+                        error: NoPerm: fleet mode needs the right +zadd, on the keys of its fleet such as \
+                        ganesha-shm:2:{shop:4}:c script: 5ed9)]";
         assert_eq!(
             super::first_refusal(pipeline),
-            "fleet mode needs the right +zadd on the key ganesha-shm:2:{shop:1}:c"
+            "fleet mode needs the right +zadd, on the keys of its fleet such as ganesha-shm:2:{shop:1}:c"
         );
         let beside =
             "Pipeline failure: [(Index 5, error: NoPerm: this user has no permissions to run the 'zadd' command)]";

@@ -22,9 +22,8 @@ use ganesha_shm_core::fleet::{self, BucketName, CLOCK_BOUND_S};
 use ganesha_shm_core::store::{FleetWindow, Store};
 use redis::{Cmd, Value};
 
-use crate::link::Link;
-
 use crate::config::Config;
+use crate::link::Link;
 
 /// The script every sync runs (see its head for what it takes and gives).
 pub const SCRIPT: &str = include_str!("sync.lua");
