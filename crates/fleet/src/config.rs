@@ -231,10 +231,7 @@ pub struct Config {
 impl Config {
     /// The URLs of `redis`: one, or a cluster's nodes, or the Sentinels.
     pub fn urls(&self) -> Vec<&str> {
-        match self.topology {
-            Topology::Server => vec![self.redis.as_str()],
-            Topology::Cluster | Topology::Sentinel { .. } => self.redis.split(',').map(str::trim).collect(),
-        }
+        urls(&self.redis, &self.topology)
     }
 
     /// Where the log says it syncs: the URLs without their passwords, and the topology.
@@ -390,10 +387,7 @@ fn check(given: &Given, hostname: impl Fn() -> Option<String>) -> Result<Config,
             return Err(format!("{at}: the master's user and password are for --sentinel (else give them in the URL)"));
         }
     }
-    let urls: Vec<&str> = match topology {
-        Topology::Server => vec![redis],
-        _ => redis.split(',').map(str::trim).collect(),
-    };
+    let urls = urls(redis, &topology);
     for url in &urls {
         check_url(url).map_err(|why| format!("{redis_at}: redis = {url:?} {why}"))?;
     }
@@ -452,6 +446,15 @@ fn check(given: &Given, hostname: impl Fn() -> Option<String>) -> Result<Config,
         suffixes,
         syncs,
     })
+}
+
+/// The URLs of the `redis` setting: the one URL of a server, or the comma-separated nodes of a
+/// cluster or Sentinels.
+fn urls<'a>(redis: &'a str, topology: &Topology) -> Vec<&'a str> {
+    match topology {
+        Topology::Server => vec![redis],
+        Topology::Cluster | Topology::Sentinel { .. } => redis.split(',').map(str::trim).collect(),
+    }
 }
 
 /// Whether the Redis client takes `url`, with a reason when it does not.

@@ -50,8 +50,14 @@ impl Link {
                 Ok(Self { connection: Connection::Server(connection), script, master: None })
             }
             Topology::Sentinel { master, user, password } => {
-                let (mut connection, address) =
-                    sentinel_master(config, master, user, password, certificates.as_ref(), sentinel_first)?;
+                let (mut connection, address) = sentinel_master(
+                    config,
+                    master,
+                    user.as_deref(),
+                    password.as_deref(),
+                    certificates.as_ref(),
+                    sentinel_first,
+                )?;
                 let script = load.query(&mut connection)?;
                 Ok(Self { connection: Connection::Server(connection), script, master: Some(address) })
             }
@@ -125,14 +131,12 @@ fn open(
 }
 
 /// The master that the Sentinels name `master`, connected, with its address: each Sentinel is
-/// asked in turn, from `first`, and the server it names must say it is a master (`ROLE`), since
-/// a Sentinel's view may be stale during a failover. Reached with the Sentinels' scheme (TLS or
-/// not) and TLS files, and the master's own user and password.
+/// asked in turn, from `first`, which becomes the one that answered.
 fn sentinel_master(
     config: &Config,
     master: &str,
-    user: &Option<String>,
-    password: &Option<String>,
+    user: Option<&str>,
+    password: Option<&str>,
     certificates: Option<&redis::TlsCertificates>,
     first: &mut usize,
 ) -> RedisResult<(redis::Connection, String)> {
@@ -140,48 +144,12 @@ fn sentinel_master(
     let mut failures = Vec::new();
     for turn in 0..sentinels.len() {
         let index = (*first + turn) % sentinels.len();
-        let sentinel = sentinels[index];
-        let asked = sentinel.into_connection_info().and_then(|info| {
-            let mut connection = open(config, info.clone(), certificates)?;
-            let address: Option<(String, u16)> =
-                redis::cmd("SENTINEL").arg("GET-MASTER-ADDR-BY-NAME").arg(master).query(&mut connection)?;
-            let Some((host, port)) = address else {
-                return Err(RedisError::from((ErrorKind::InvalidClientConfig, "it monitors no master of that name")));
-            };
-            let addr = match info.addr() {
-                ConnectionAddr::TcpTls { .. } => {
-                    ConnectionAddr::TcpTls { host: host.clone(), port, insecure: false, tls_params: None }
-                }
-                _ => ConnectionAddr::Tcp(host.clone(), port),
-            };
-            // The master's credentials, not the Sentinel's.
-            let mut settings = redis::RedisConnectionInfo::default();
-            if let Some(user) = user {
-                settings = settings.set_username(user);
-            }
-            if let Some(password) = password {
-                settings = settings.set_password(password);
-            }
-            let info = info.set_addr(addr).set_redis_settings(settings);
-            let address = format!("{host}:{port}");
-            let mut connection = open(config, info, certificates)
-                .map_err(|error| with_detail(error, &format!("the master at {address}")))?;
-            let role: Vec<Value> = redis::cmd("ROLE").query(&mut connection)?;
-            match role.first() {
-                Some(Value::BulkString(role)) if role == b"master" => Ok((connection, address)),
-                _ => Err(RedisError::from((
-                    ErrorKind::InvalidClientConfig,
-                    "the server it names is not a master (a failover under way)",
-                    address,
-                ))),
-            }
-        });
-        match asked {
+        match master_named_by(config, sentinels[index], master, (user, password), certificates) {
             Ok(found) => {
                 *first = index;
                 return Ok(found);
             }
-            Err(error) => failures.push(format!("{}: {error}", crate::config::redacted(sentinel))),
+            Err(error) => failures.push(format!("{}: {error}", crate::config::redacted(sentinels[index]))),
         }
     }
     Err(RedisError::from((
@@ -191,7 +159,47 @@ fn sentinel_master(
     )))
 }
 
-/// `error`, said to have happened at `place`.
-fn with_detail(error: RedisError, place: &str) -> RedisError {
-    RedisError::from((ErrorKind::Io, "cannot connect", format!("{place}: {error}")))
+/// The master that `sentinel` names `master`, connected, with its address. It is reached with
+/// the Sentinel's scheme (TLS or not) and TLS files, and the master's own `(user, password)`,
+/// and must say it is a master (`ROLE`), since a Sentinel's view may be stale during a failover.
+fn master_named_by(
+    config: &Config,
+    sentinel: &str,
+    master: &str,
+    (user, password): (Option<&str>, Option<&str>),
+    certificates: Option<&redis::TlsCertificates>,
+) -> RedisResult<(redis::Connection, String)> {
+    let info = sentinel.into_connection_info()?;
+    let mut connection = open(config, info.clone(), certificates)?;
+    let address: Option<(String, u16)> =
+        redis::cmd("SENTINEL").arg("GET-MASTER-ADDR-BY-NAME").arg(master).query(&mut connection)?;
+    let Some((host, port)) = address else {
+        return Err(RedisError::from((ErrorKind::InvalidClientConfig, "it monitors no master of that name")));
+    };
+    let address = format!("{host}:{port}");
+    let addr = match info.addr() {
+        ConnectionAddr::TcpTls { .. } => ConnectionAddr::TcpTls { host, port, insecure: false, tls_params: None },
+        _ => ConnectionAddr::Tcp(host, port),
+    };
+    // The master's credentials, not the Sentinel's.
+    let mut settings = redis::RedisConnectionInfo::default();
+    if let Some(user) = user {
+        settings = settings.set_username(user);
+    }
+    if let Some(password) = password {
+        settings = settings.set_password(password);
+    }
+    let mut connection =
+        open(config, info.set_addr(addr).set_redis_settings(settings), certificates).map_err(|error| {
+            RedisError::from((ErrorKind::Io, "cannot connect", format!("the master at {address}: {error}")))
+        })?;
+    let role: Vec<Value> = redis::cmd("ROLE").query(&mut connection)?;
+    match role.first() {
+        Some(Value::BulkString(role)) if role == b"master" => Ok((connection, address)),
+        _ => Err(RedisError::from((
+            ErrorKind::InvalidClientConfig,
+            "the server it names is not a master (a failover under way)",
+            address,
+        ))),
+    }
 }
