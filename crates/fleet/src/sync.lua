@@ -59,17 +59,23 @@ local function failed(reply)
   return type(reply) == 'table' and reply.err
 end
 
--- redis.pcall, but a call the ACL user may not make stops the script with an error that names
--- the right it lacks (Redis's own says only that the script's user may not), which the sidecar
--- logs. Any other error is the caller's to handle: a key of another type is data not ours.
+-- Stops the script with an error that names the right the ACL user lacks to run `command` on
+-- `key` (Redis's own says only that the script's user may not), which the sidecar logs.
+local function refused(command, key)
+  local on = key and (', on the keys of its fleet such as ' .. key) or ''
+  error(redis.error_reply('NOPERM fleet mode needs the right +' .. string.lower(command) .. on))
+end
+
+-- redis.pcall, but a call the ACL user may not make stops the script (the rights are checked
+-- before the first call of a connection; they may be taken away since). Any other error is the
+-- caller's to handle: a key of another type is data not ours.
 local function call(command, ...)
   local reply = redis.pcall(command, ...)
   if failed(reply) then
     local err = reply.err
-    if string.find(err, "can't run this command", 1, true) or string.find(err, "permissions to run", 1, true) then
-      error(redis.error_reply('NOPERM fleet mode needs the right +' .. string.lower(command) .. ' (' .. err .. ')'))
-    elseif string.find(err, "can't access", 1, true) or string.find(err, '^NOPERM') then
-      error(redis.error_reply('NOPERM fleet mode needs access to the key ' .. tostring((...)) .. ' (' .. err .. ')'))
+    if string.find(err, '^NOPERM') or string.find(err, "can't run this command", 1, true)
+        or string.find(err, "can't access", 1, true) then
+      refused(command, (...))
     end
   end
   return reply
@@ -98,8 +104,7 @@ if first then
   end
   for _, probe in ipairs(probes) do
     if not redis.acl_check_cmd(unpack(probe)) then
-      local on = probe[2] and (', on the keys of its fleet such as ' .. probe[2]) or ''
-      error(redis.error_reply('NOPERM fleet mode needs the right +' .. string.lower(probe[1]) .. on))
+      refused(probe[1], probe[2])
     end
   end
 end
