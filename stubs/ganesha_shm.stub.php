@@ -28,76 +28,110 @@ namespace Zeusi\GaneshaShmAdapter {
         public const COUNT_TTL = 86400;
 
         /**
+         * An adapter over this process's shared-memory store; with $clock, on that clock.
+         *
          * @param int|null $bucketDuration seconds per bucket; null: ceil(timeWindow / 60)
          * @param (callable(): int)|null $clock the current Unix time, for tests; null: the system clock
          * @throws \InvalidArgumentException when $bucketDuration < 1
          */
         public function __construct(?int $bucketDuration = null, ?callable $clock = null) {}
 
+        /** True: the Count strategy is served, by plain counters. */
         public function supportCountStrategy(): bool {}
 
+        /** True: the Rate strategy is served, by a sliding time window. */
         public function supportRateStrategy(): bool {}
 
         /**
+         * Takes the strategy and its settings from Ganesha's Context, as Ganesha's Builder gives it.
+         *
          * @param \Ackintosh\Ganesha\Context $context
          * @throws \InvalidArgumentException when the bucket duration does not fit the time window
          */
         public function setContext(object $context): void {}
 
-        /** @param \Ackintosh\Ganesha\Configuration $configuration */
+        /**
+         * Deprecated by Ganesha in favour of setContext(): does nothing.
+         *
+         * @param \Ackintosh\Ganesha\Configuration $configuration
+         */
         public function setConfiguration(object $configuration): void {}
 
         /**
          * Rate strategy: the events in the buckets spanning the time window; Count: the counter.
+         *
          * @throws \Ackintosh\Ganesha\Exception\StorageException
          */
         public function load(string $service): int {}
 
         /**
          * Count strategy: sets the counter (0 to 16777215).
+         *
          * @throws \LogicException with the Rate strategy
          */
         public function save(string $service, int $count): void {}
 
-        /** @throws \Ackintosh\Ganesha\Exception\StorageException */
+        /**
+         * One more event, atomically: in the current bucket (Rate strategy) or on the counter (Count).
+         *
+         * @throws \Ackintosh\Ganesha\Exception\StorageException
+         */
         public function increment(string $service): void {}
 
         /**
          * Count strategy: one less, never below 0, atomically.
+         *
          * @throws \LogicException with the Rate strategy
          */
         public function decrement(string $service): void {}
 
-        /** @throws \Ackintosh\Ganesha\Exception\StorageException */
+        /**
+         * Stores the time of the service's last failure, kept as long as its buckets.
+         *
+         * @throws \Ackintosh\Ganesha\Exception\StorageException
+         */
         public function saveLastFailureTime(string $service, int $lastFailureTime): void {}
 
         /**
-         * Not read-only: once intervalToHalfOpen has passed since the stored time, the first
-         * caller swaps the current time in and gets the old one (Ganesha admits it as the
-         * half-open trial); every other caller gets the new time.
+         * The last failure time, or null; not read-only: it claims the half-open trial when one is due.
+         *
+         * Once intervalToHalfOpen has passed since the stored time, the first caller swaps the
+         * current time in and gets the old one (Ganesha admits it as the half-open trial); every
+         * other caller gets the new time.
+         *
          * @throws \Ackintosh\Ganesha\Exception\StorageException
          */
         public function loadLastFailureTime(string $service): ?int {}
 
-        /** @throws \Ackintosh\Ganesha\Exception\StorageException */
+        /**
+         * Stores the circuit's status (Ganesha::STATUS_*), kept one day.
+         *
+         * @throws \Ackintosh\Ganesha\Exception\StorageException
+         */
         public function saveStatus(string $service, int $status): void {}
 
-        /** @throws \Ackintosh\Ganesha\Exception\StorageException */
+        /**
+         * The circuit's status; Ganesha::STATUS_CALMED_DOWN when none is stored.
+         *
+         * @throws \Ackintosh\Ganesha\Exception\StorageException
+         */
         public function loadStatus(string $service): int {}
 
+        /** Deletes every count, last failure time and status under this configuration's storage keys, and nothing else. */
         public function reset(): void {}
 
         /**
-         * Deletes one service's counts, last failure time and status under this
-         * configuration's storage keys, and nothing else: its circuit admits requests at once.
+         * Deletes one service's counts, last failure time and status, and nothing else: its circuit admits requests at once.
+         *
          * @throws \LogicException before setContext()
          */
         public function resetService(string $service): void {}
 
         /**
-         * Every service with data under this configuration's storage keys, keyed by its name's
-         * bytes as they are (an integer key where PHP makes the name one), with what Ganesha
-         * would do with a request now. Read-only: never claims the half-open trial.
+         * Every service with data under this configuration's storage keys, with what Ganesha would do with a request now; read-only.
+         *
+         * Keyed by each service name's bytes as they are (an integer key where PHP makes the
+         * name one). It never claims the half-open trial.
          * display_name is the name as UTF-8 text: a backslash written \\, and each byte that
          * is not valid UTF-8 written \xHH, so that no two services share one. With $buckets
          * (Rate strategy), each row also lists the window's buckets, oldest first.
@@ -118,6 +152,7 @@ namespace Zeusi\GaneshaShmAdapter {
 
         /**
          * The snapshot's figures and the store's, in the Prometheus text exposition format.
+         *
          * @throws \LogicException as snapshot()
          */
         public function metrics(): string {}
@@ -126,7 +161,9 @@ namespace Zeusi\GaneshaShmAdapter {
 
 namespace {
     /**
-     * Figures of the shared-memory store of this process. `segment` is "anonymous" or the
+     * Figures of the shared-memory store of this process: its segment, its settings and its use.
+     *
+     * `segment` is "anonymous" or the
      * path of the segment file (ganesha_shm.path); `path_refused`, present only when the file
      * of ganesha_shm.path was refused at startup, says why.
      *
