@@ -89,7 +89,7 @@ else
 fi
 
 # In the background, so that a signal to this script runs the trap at once. The store is sized for
-# the 60-bucket windows the adapter makes by default (ganesha_shm.max_buckets, see README).
+# the 60-bucket windows the adapter makes by default (ganesha_shm.max_buckets, see docs/settings.md).
 php -d "extension=$extension" -d apc.enable_cli=1 -d ganesha_shm.max_buckets=60 benches/bench.php "$@" &
 bench_pid=$!
 status=0

@@ -11,7 +11,7 @@
 # The package holds:
 #   <php-config --extension-dir>/ganesha_shm.so            the extension, stripped
 #   /etc/php/<ver>/mods-available/ganesha_shm.ini          extension= and every setting (a conffile)
-#   /usr/share/doc/php<ver>-ganesha-shm/                   copyright, changelog.gz, README.md.gz
+#   /usr/share/doc/php<ver>-ganesha-shm/                   copyright, changelog.gz, README.md.gz, docs/*.md.gz
 #   /usr/lib/tmpfiles.d/php<ver>-ganesha-shm.conf          /run/ganesha-shm, root's, made at boot
 # and maintainer scripts that enable it for every SAPI with phpenmod on install, disable it with
 # phpdismod on removal and remove the conf file on purge, as Debian's own PHP extension packages
@@ -82,10 +82,15 @@ strip --strip-unneeded --remove-section=.comment --remove-section=.note "$tree$e
 subst() { sed -e "s/@PHP_VERSION@/$ver/g" -e "s/@PACKAGE@/$package/g" "$1"; }
 subst packaging/debian/ganesha_shm.ini >"$tree/etc/php/$ver/mods-available/ganesha_shm.ini"
 subst packaging/debian/tmpfiles.conf >"$tree/usr/lib/tmpfiles.d/$package.conf"
-# docs DIR WHAT: the copyright, the README and a changelog of one entry saying WHAT, into DIR.
+# docs DIR WHAT: the copyright, the README and the pages of docs/ it links to, and a changelog of
+# one entry saying WHAT, into DIR.
 docs() {
     install -m 0644 packaging/debian/copyright "$1/copyright"
     gzip -9n <README.md >"$1/README.md.gz"
+    install -d -m 0755 "$1/docs"
+    for page in docs/*.md; do
+        gzip -9n <"$page" >"$1/docs/${page#docs/}.gz"
+    done
     {
         echo "ganesha-shm ($version) unstable; urgency=medium"
         echo

@@ -101,7 +101,7 @@ fn fleet(ini: &HashMap<String, Option<String>>, has_path: bool) -> bool {
 
 /// `ganesha_shm.mode`: octal permissions for a new segment file and the most an existing one
 /// may grant; it must let the owner read and write, and must not let every user write (whoever
-/// may write the file may corrupt the circuits: see README's Trust model). Otherwise a startup
+/// may write the file may corrupt the circuits: see docs/security.md). Otherwise a startup
 /// warning and 0600.
 fn mode(ini: &HashMap<String, Option<String>>) -> u32 {
     let raw = ini.get(INI_MODE).cloned().flatten().unwrap_or_default();

@@ -12,7 +12,7 @@ use Zeusi\GaneshaShmAdapter\Tests\Support\Unique;
  * A full stop and start of Apache (what `systemctl restart apache2` does: the parent and every
  * child end, a new parent starts PHP afresh): with ganesha_shm.path the new parent maps the
  * same file, and its children find the counts, the statuses and the last failure times as they
- * were, a tripped circuit still tripped (the README's "Circuit state scope"). Without a path,
+ * were, a tripped circuit still tripped (docs/scope.md). Without a path,
  * the new parent has a new anonymous segment, and every circuit starts closed.
  */
 final class RestartTest extends ApacheTestCase

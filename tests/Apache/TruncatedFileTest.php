@@ -8,7 +8,7 @@ use Zeusi\GaneshaShmAdapter\Tests\Support\Unique;
 
 /**
  * The segment file of an Apache truncated under load by the user its children run as
- * (www-data, writing the file through README's group setup). Apache's prefork parent installs a
+ * (www-data, writing the file through docs/scope.md's group setup). Apache's prefork parent installs a
  * SIGBUS handler of its own after PHP started (for its core dumps), which its children inherit:
  * the extension puts its guard back in front of it at a child's first request. No child is
  * killed by SIGBUS, and every request, during the attack and after it, is answered.

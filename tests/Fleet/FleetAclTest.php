@@ -7,7 +7,7 @@ namespace Zeusi\GaneshaShmAdapter\Tests\Fleet;
 use Zeusi\GaneshaShmAdapter\Tests\Support\RedisServer;
 
 /**
- * Fleet mode as an ACL user (redis://USER:PASSWORD@…) with the rights README gives one fleet and
+ * Fleet mode as an ACL user (redis://USER:PASSWORD@…) with the rights docs/fleet.md gives one fleet and
  * no more, as managed and self-run Redis alike give each application: the suite's first
  * scenario runs with it, and a user short of one right is refused in a line naming the right.
  */

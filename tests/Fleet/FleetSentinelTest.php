@@ -64,7 +64,7 @@ final class FleetSentinelTest extends FleetTestCase
      * reached across a network is run: the master, its replica and the Sentinels serve TLS only,
      * and speak it to each other (tls-replication); the Sentinels require a password of their
      * own (in each Sentinel's URL), the servers the default user's (replication's and the
-     * Sentinels'), and the sidecars log in to the servers as README's ACL user (--master-user,
+     * Sentinels'), and the sidecars log in to the servers as docs/fleet.md's ACL user (--master-user,
      * --master-password), made on the replica too since ACL SETUSER is not replicated. Three
      * passwords, so that a sidecar that gave one where another belongs would be refused, and its
      * host decide alone; none of them is in a sidecar's log.

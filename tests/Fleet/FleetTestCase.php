@@ -31,7 +31,7 @@ abstract class FleetTestCase extends TestCase
     protected const COUNTING = ['timeWindow' => 600, 'failureRateThreshold' => 100, 'minimumRequests' => 1_000_000, 'intervalToHalfOpen' => 600];
 
     /**
-     * README's ACL rule for the fleet NAME: the fleet's keys, of its hosts (`{NAME}`) and of its
+     * docs/fleet.md's ACL rule for the fleet NAME: the fleet's keys, of its hosts (`{NAME}`) and of its
      * services' shards (`{NAME:<shard>}`), no channel, and the commands of a sync.
      */
     protected const ACL_RULE = 'on >PASSWORD resetkeys ~ganesha-shm:2:{NAME}* ~ganesha-shm:2:{NAME:* resetchannels -@all'

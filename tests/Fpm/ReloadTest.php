@@ -16,7 +16,7 @@ use Zeusi\GaneshaShmAdapter\Tests\Support\Unique;
  * starts again and the extension with it).
  *
  * By default the segment is anonymous: the reloaded master creates a new one, and every count
- * starts again from 0 (the README's "Circuit state scope"). With ganesha_shm.path, the segment
+ * starts again from 0 (docs/scope.md). With ganesha_shm.path, the segment
  * is that file: the reloaded master maps it again and finds the circuits as they were, and so
  * does any PHP process mapping the same file, a CLI command for instance.
  */

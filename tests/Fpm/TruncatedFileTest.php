@@ -8,7 +8,7 @@ use Zeusi\GaneshaShmAdapter\Tests\Support\Unique;
 
 /**
  * A php-fpm pool whose segment file is truncated under load by the user its workers run as
- * (www-data, writing the file through README's group setup): no worker is killed by SIGBUS,
+ * (www-data, writing the file through docs/scope.md's group setup): no worker is killed by SIGBUS,
  * and every request, during the attack and after it, is answered. Each worker that faults goes
  * on with a segment of its own and logs it once; the master's mapping, which new workers would
  * inherit, is guarded the same way.

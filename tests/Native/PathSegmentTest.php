@@ -119,7 +119,7 @@ final class PathSegmentTest extends TestCase
     }
 
     /**
-     * The README's recipe for a php-fpm master started as root and CLI commands run as
+     * docs/scope.md's recipe for a php-fpm master started as root and CLI commands run as
      * www-data: a setgid and sticky directory of group www-data, and ganesha_shm.mode=0660.
      */
     public function testARootFileIsSharedWithAnotherUserThroughItsGroup(): void

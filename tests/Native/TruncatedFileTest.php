@@ -14,7 +14,7 @@ use Zeusi\GaneshaShmAdapter\Tests\Support\TestAdapter;
 /**
  * Whoever may write the segment file may shrink it under the processes that map it, and their
  * next access past the new end would raise SIGBUS and kill them. A process counting in the file
- * is stopped half way, the file is truncated (by www-data, through README's group setup, when
+ * is stopped half way, the file is truncated (by www-data, through docs/scope.md's group setup, when
  * the test runs as root), and the process goes on: it is not killed, counts the rest in a
  * segment of its own, logs the loss once and shows it in ganesha_shm_info(). Growing or
  * replacing the file faults nothing: the process goes on in the segment it mapped.
@@ -103,7 +103,7 @@ final class TruncatedFileTest extends TestCase
 
     /**
      * The shell prefix running a command as the attacker: www-data, with write access to the file
-     * through its group as README sets it up, when the test runs as root; this user otherwise.
+     * through its group as docs/scope.md sets it up, when the test runs as root; this user otherwise.
      */
     private function attackerPrefix(): string
     {

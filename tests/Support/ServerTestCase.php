@@ -79,7 +79,7 @@ abstract class ServerTestCase extends TestCase
 
     /**
      * The path of a segment file in a new directory given the group of www-data with the setgid
-     * and sticky bits (mode 3770, README's group setup), which www-data may write, for a test
+     * and sticky bits (mode 3770, docs/scope.md's group setup), which www-data may write, for a test
      * that has www-data truncate the file (runuser). Skips the test unless it runs as root, with
      * runuser and a www-data user.
      */

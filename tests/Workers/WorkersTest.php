@@ -19,7 +19,7 @@ use Zeusi\GaneshaShmAdapter\Tests\Support\Unique;
  * No process forks the workers after the extension's startup, so nothing shares an anonymous
  * segment: with `ganesha_shm.path` every worker maps the one file and the pool has one set of
  * circuits, which outlives a worker killed and replaced; without it each worker counts, trips
- * and forgets alone (README, Circuit state scope: each process "has circuits of its own").
+ * and forgets alone (docs/scope.md: each process "has circuits of its own").
  *
  * Ganesha's Rate strategy, time window 60 s (every test ends well within it), threshold 50 %,
  * intervalToHalfOpen 600 s (no trial is ever due): what is asserted depends on the counts alone.

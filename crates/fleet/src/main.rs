@@ -238,7 +238,7 @@ fn explained(error: &redis::RedisError) -> String {
     let text = error.to_string();
     if refused(error) {
         let first = first_refusal(&text);
-        format!("{first} (the ACL user lacks a right fleet mode needs: README, \"ACL users\", gives the rule)")
+        format!("{first} (the ACL user lacks a right fleet mode needs: docs/fleet.md, \"ACL users\", gives the rule)")
     } else if text.contains("invalid peer certificate") {
         // rustls's reasons, in words.
         let why = [

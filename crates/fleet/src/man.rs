@@ -41,7 +41,7 @@ pub fn page() -> String {
         ".TP\n.B \\-\\-man\nPrint this page, in roff, and exit.\n",
         ".SH REDIS\n",
         "Fleet mode runs one Lua script (EVALSHA) and a few commands on keys prefixed with ",
-        "ganesha\\-shm:2:{\\fIFLEET\\fR. An ACL user needs only these rights (README, \"ACL users\"):\n",
+        "ganesha\\-shm:2:{\\fIFLEET\\fR. An ACL user needs only these rights (docs/fleet.md, \"ACL users\"):\n",
         ".PP\n.nf\n",
         "ACL SETUSER fleet-shop on >PASSWORD resetkeys ~ganesha\\-shm:2:{shop}* ~ganesha\\-shm:2:{shop:*\n",
         "  resetchannels \\-@all +script|load +evalsha +time +get +set +incr +expire +hlen +hgetall\n",
@@ -77,7 +77,7 @@ pub fn page() -> String {
         ".BR redis\\-server (1),\n",
         ".BR redis\\-sentinel (1),\n",
         ".BR php\\-fpm8.2 (8);\n",
-        "/usr/share/doc/ganesha\\-shm\\-fleet/README.md.gz\n",
+        "/usr/share/doc/ganesha\\-shm\\-fleet/docs/fleet.md.gz\n",
     ));
     page
 }
