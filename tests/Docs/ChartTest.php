@@ -6,6 +6,7 @@ namespace Zeusi\GaneshaShmAdapter\Tests\Docs;
 
 use PHPUnit\Framework\TestCase;
 use Zeusi\GaneshaShmAdapter\Tests\Support\Command;
+use Zeusi\GaneshaShmAdapter\Tests\Support\TempDir;
 
 /**
  * benches/chart.php, the chart of benches/web.sh's req/s ratios, on output as web.sh prints it
@@ -165,8 +166,7 @@ final class ChartTest extends TestCase
 
     public function testTheChartIsWrittenToTheFileNamed(): void
     {
-        $dir = \sys_get_temp_dir() . '/ganesha-shm-chart-' . \bin2hex(\random_bytes(4));
-        \mkdir($dir);
+        $dir = TempDir::create('ganesha-shm-chart-');
         try {
             \file_put_contents($dir . '/web.txt', self::WEB_OUTPUT);
             $run = Command::run([\PHP_BINARY, self::CHART, $dir . '/web.txt', $dir . '/web.svg'], timeout: 30.0);
@@ -174,9 +174,7 @@ final class ChartTest extends TestCase
             self::assertSame('', $run['stdout']);
             self::assertSame($this->chart(self::WEB_OUTPUT)['stdout'], \file_get_contents($dir . '/web.svg'));
         } finally {
-            @\unlink($dir . '/web.txt');
-            @\unlink($dir . '/web.svg');
-            @\rmdir($dir);
+            TempDir::remove($dir);
         }
     }
 
