@@ -11,7 +11,8 @@
 #       every second with the redis-server), Ganesha's Apcu and Redis adapters, each on one
 #       service and on 1,000 services. Prints req/s, p50/p99/p99.9 latency, errors, each
 #       adapter's ratio to the do-nothing adapter, and fleet mode's to local shm (medians over
-#       rounds of per-round ratios).
+#       rounds of per-round ratios). Its chart: bash benches/web.sh | tee web.txt, then
+#       php benches/chart.php web.txt web.svg (bars of each adapter's req/s ratio).
 #   bash benches/web.sh --chaos [--duration S]
 #       The chaos soak (60 s by default): wrk at 64 connections on one service, while a random
 #       worker is SIGKILLed every 200 ms and the master, on a segment file (ganesha_shm.path),
@@ -34,7 +35,7 @@ while (($#)); do
         --rounds) rounds=$2; shift ;;
         --duration) duration=$2; shift ;;
         --concurrency) concurrency=$2; shift ;;
-        -h | --help) sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h | --help) sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "web: unknown argument $1 (see --help)" >&2; exit 2 ;;
     esac
     shift
@@ -210,6 +211,9 @@ if [ "$mode" = bench ]; then
     wait_for "the fleet sidecar's first sync" 15 grep -q 'connected to' "$work/fleet.log"
 fi
 say "nginx on 127.0.0.1:$web_port, php-fpm $("$fpm" -v | head -n 1 | cut -d' ' -f2) with $workers workers (pm=static), $(wrk --version 2>&1 | head -n 1 | cut -d' ' -f1-2)"
+# When and on what it ran, for whoever reads the output later (benches/chart.php shows it).
+cpu=$(awk -F': *' '/^model name/ { print $2; exit }' /proc/cpuinfo 2>/dev/null || true)
+say "run of $(date -u '+%Y-%m-%d %H:%M UTC'): ${cpu:+$cpu, }$(nproc) CPUs, Linux $(uname -r)"
 
 # run_wrk CONNECTIONS SECONDS QUERY [URL]: one wrk run; prints its WRK line.
 run_wrk() {

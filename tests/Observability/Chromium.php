@@ -26,10 +26,10 @@ final class Chromium
             : self::BINARY . ' is missing: the browser test needs headless Chromium (apt-get install chromium; .ci/install-deps installs it)';
     }
 
-    /** Loads $url in a 1000×700 window and writes a PNG of it to $png. */
-    public function screenshot(string $url, string $png): void
+    /** Loads $url in a window of $width×$height pixels and writes a PNG of it to $png. */
+    public function screenshot(string $url, string $png, int $width = 1000, int $height = 700): void
     {
-        $result = $this->run(['--window-size=1000,700', '--hide-scrollbars', '--screenshot=' . $png, $url]);
+        $result = $this->run(["--window-size={$width},{$height}", '--hide-scrollbars', '--screenshot=' . $png, $url]);
         if (!\is_file($png) || \filesize($png) === 0) {
             throw new \RuntimeException("chromium wrote no screenshot to {$png} (exit {$result['exit']}):\n{$result['stderr']}");
         }

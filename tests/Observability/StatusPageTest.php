@@ -19,7 +19,9 @@ use Zeusi\GaneshaShmAdapter\Tests\Support\Unique;
  * metrics(): reading the circuits never takes the half-open trial.
  *
  * Needs Ganesha (skipped as the ganesha suite is without it), and for the browser tests
- * /usr/bin/chromium and GD. Set GANESHA_SHM_SCREENSHOT_DIR to keep the screenshots.
+ * /usr/bin/chromium and GD. Set GANESHA_SHM_SCREENSHOT_DIR to keep the screenshots, and
+ * GANESHA_SHM_DOCS_IMAGES to a directory (docs/images) to write there the documentation's picture
+ * of the page, status-page.png.
  */
 final class StatusPageTest extends TestCase
 {
@@ -119,6 +121,41 @@ final class StatusPageTest extends TestCase
         );
         self::assertMatchesRegularExpression('{data-service="search" data-state="closed">.*?>CLOSED</span>}s', $dom);
         self::assertStringContainsString('<title>(1 open) Ganesha circuits</title>', $dom);
+
+        // (d) The page as the documentation shows it: more services, their requests over a few
+        // seconds, some with failures under the threshold (40 % of 5 requests, 2 of 20), beside
+        // the open one; in a window as wide as a reader's.
+        foreach ([0 => ['inventory', 'success', 8], 1 => ['shipping', 'success', 5], 2 => ['recommendations', 'success', 3]] as [$service, $outcome, $count]) {
+            self::assertSame($count, $this->simulate($service, $outcome, $count)['admitted']);
+        }
+        \sleep(1);
+        $this->simulate('inventory', 'failure', 1);
+        $this->simulate('recommendations', 'failure', 1);
+        $this->simulate('search', 'success', 4);
+        \sleep(1);
+        $this->simulate('inventory', 'success', 10);
+        $this->simulate('inventory', 'failure', 1);
+        $this->simulate('shipping', 'success', 3);
+        self::assertSame(1, $this->simulate('recommendations', 'failure', 1)['admitted']);
+        $state = $server->json('/state.php')['services'];
+        self::assertSame(['closed', 'closed', 'open', 'closed', 'closed'], \array_map(
+            static fn (string $service): string => $state[$service]['state'],
+            ['inventory', 'recommendations', 'payments', 'search', 'shipping'],
+        ));
+        self::assertEquals(40, $state['recommendations']['failure_rate']);
+        self::assertEquals(10, $state['inventory']['failure_rate']);
+        $page = $this->scratch . '/status-page.png';
+        $browser->screenshot($server->url . '/', $page, 1200, 640);
+        self::assertGreaterThan(self::BADGE_PIXELS, self::pixelsNear($page, self::cssColour('open')), 'the open badge is not shown');
+        self::assertGreaterThan(4 * self::BADGE_PIXELS, self::pixelsNear($page, self::cssColour('closed')), 'the four closed badges are not shown');
+        $this->keep($page);
+        $docs = \getenv('GANESHA_SHM_DOCS_IMAGES');
+        if (\is_string($docs) && $docs !== '') {
+            if (!\is_dir($docs) && !\mkdir($docs, 0755, true)) {
+                throw new \RuntimeException("GANESHA_SHM_DOCS_IMAGES={$docs}: could not create it");
+            }
+            self::assertTrue(\copy($page, $docs . '/status-page.png'), "could not write {$docs}/status-page.png");
+        }
     }
 
     public function testReadingThePagesNeverTakesTheHalfOpenTrial(): void
