@@ -1,6 +1,8 @@
 //! The engine's internals that only `unsafe` code reaches, behind a small safe API: the one
 //! module of this crate with `unsafe` (the store's is in the core crate, in its segment and
 //! its table). What it wraps, and what makes each wrapper sound:
+//! * [`convert_string`], [`convert_long`]: an argument converted as PHP converts an internal
+//!   function's;
 //! * [`HashedName`], [`find`], [`class_name`], [`declared_property`]: an object's class and
 //!   properties, read where the engine keeps them;
 //!
@@ -9,10 +11,98 @@
 //!
 //! It uses ext-php-rs and libc, and nothing else of this crate.
 
+use std::ffi::c_uint;
+
 use ext_php_rs::boxed::ZBox;
-use ext_php_rs::ffi::{zend_hash_find, zend_property_info, zend_string, HashTable, ZEND_ACC_STATIC};
+use ext_php_rs::ffi::{zend_hash_find, zend_long, zend_property_info, zend_string, zval, HashTable, ZEND_ACC_STATIC};
 use ext_php_rs::flags::DataType;
 use ext_php_rs::types::{ZendHashTable, ZendObject, ZendStr, Zval};
+use ext_php_rs::zend::ExecutorGlobals;
+
+// ---------------------------------------------------------------------------------------------
+// Arguments converted as PHP converts an internal function's
+
+// The engine's own functions behind `Z_PARAM_STR` and `Z_PARAM_LONG`, which ext-php-rs's
+// bindings leave out (`ZEND_FASTCALL` is the C calling convention on every 64-bit target).
+unsafe extern "C" {
+    fn zend_parse_arg_str_slow(arg: *mut zval, dest: *mut *mut zend_string, arg_num: u32) -> bool;
+    fn zend_parse_arg_long_slow(arg: *mut zval, dest: *mut zend_long, arg_num: u32) -> bool;
+    fn zend_wrong_parameter_type_error(num: u32, expected_type: c_uint, arg: *mut zval);
+}
+
+/// PHP's `zend_expected_type`, the type a refusal names: the first entries of
+/// `Z_EXPECTED_TYPES`, in the same order since PHP 8.0.
+const Z_EXPECTED_LONG: c_uint = 0;
+const Z_EXPECTED_LONG_OR_NULL: c_uint = 1;
+const Z_EXPECTED_STRING: c_uint = 4;
+
+/// Whether the engine is running a call of a function that declares a parameter `number`
+/// (from 1): what the conversions below read, for the caller's typing mode, the function's name
+/// and the parameter's type and name. Only a handler's argument, converted during its call,
+/// passes; no conversion runs otherwise.
+fn running_call_declares(number: u32) -> bool {
+    // The guard is dropped before the conversion, which may run PHP code.
+    let globals = ExecutorGlobals::get();
+    // SAFETY: the current frame is null or the one the engine runs, with its function, which
+    // lives as long as the frame; `common` is the part every kind of function shares.
+    unsafe {
+        globals
+            .current_execute_data
+            .as_ref()
+            .and_then(|ex| ex.func.as_ref())
+            .is_some_and(|func| number >= 1 && number <= func.common.num_args)
+    }
+}
+
+/// Argument `number` (from 1) of the running call, declared `string` and not a string,
+/// converted in place by the engine as `Z_PARAM_STR` converts it (see `arguments`): the string
+/// it made, which lives in `arg`. `None` when PHP refuses it, an exception pending then (PHP's
+/// `TypeError`, or what `__toString()` or an error handler threw); `None` too, with nothing
+/// thrown, outside a call declaring that parameter.
+#[cold]
+#[inline(never)]
+pub fn convert_string(arg: &mut Zval, number: u32) -> Option<&[u8]> {
+    if !running_call_declares(number) {
+        return None;
+    }
+    let mut string: *mut zend_string = std::ptr::null_mut();
+    // SAFETY: a call declaring parameter `number` is running (checked above), whose frame the
+    // engine reads for the caller's typing mode and the parameter; on success it leaves a
+    // string in `arg` and points `string` at it.
+    if unsafe { zend_parse_arg_str_slow(arg, &raw mut string, number) } {
+        // SAFETY: the string is held by `arg`, which outlives the borrow returned.
+        return unsafe { string.as_ref() }.map(|string| string.as_bytes());
+    }
+    refuse(arg, number, Z_EXPECTED_STRING);
+    None
+}
+
+/// Argument `number` (from 1) of the running call, declared `int` (`?int` when `nullable`) and
+/// not an int, converted by the engine as `Z_PARAM_LONG` converts it. `None` when PHP refuses
+/// it (see [`convert_string`]).
+#[cold]
+#[inline(never)]
+pub fn convert_long(arg: &mut Zval, number: u32, nullable: bool) -> Option<i64> {
+    if !running_call_declares(number) {
+        return None;
+    }
+    let mut value: zend_long = 0;
+    // SAFETY: as in `convert_string`; on success the engine writes the int into `value`.
+    if unsafe { zend_parse_arg_long_slow(arg, &raw mut value, number) } {
+        return Some(value);
+    }
+    refuse(arg, number, if nullable { Z_EXPECTED_LONG_OR_NULL } else { Z_EXPECTED_LONG });
+    None
+}
+
+/// PHP's own `TypeError` for argument `number`, as zpp throws it for a wrong argument: nothing
+/// when the conversion left an exception already (an error handler's, `__toString()`'s).
+fn refuse(arg: &mut Zval, number: u32, expected: c_uint) {
+    // SAFETY: as in `convert_string` (checked by its caller); the function reads the current
+    // frame for the function's and argument's names, and `arg` for the type given; it throws
+    // only when no exception is pending.
+    unsafe { zend_wrong_parameter_type_error(number, expected, arg) };
+}
 
 // ---------------------------------------------------------------------------------------------
 // Objects and their properties
