@@ -5,13 +5,14 @@
 //!   function's;
 //! * [`HashedName`], [`find`], [`class_name`], [`declared_property`]: an object's class and
 //!   properties, read where the engine keeps them;
+//! * [`warn`] and [`unix_time`]: PHP's log and PHP's clock.
 //!
 //! A `&Zval`, `&ZendObject` or `&HashTable` is taken, as ext-php-rs's own safe API takes it, to
 //! be a live value the engine made, alive for the borrow.
 //!
 //! It uses ext-php-rs and libc, and nothing else of this crate.
 
-use std::ffi::c_uint;
+use std::ffi::{c_uint, CStr};
 
 use ext_php_rs::boxed::ZBox;
 use ext_php_rs::ffi::{zend_hash_find, zend_long, zend_property_info, zend_string, zval, HashTable, ZEND_ACC_STATIC};
@@ -177,4 +178,36 @@ pub fn declared_property<'a>(object: &'a ZendObject, name: &HashedName) -> Optio
     // the object holds for as long as it lives (PHP's `OBJ_PROP`).
     let slot = unsafe { &*(std::ptr::from_ref(object).cast::<u8>().add(info.offset as usize).cast::<Zval>()) };
     (slot.get_type() != DataType::Undef).then_some(slot)
+}
+
+// ---------------------------------------------------------------------------------------------
+// PHP's log and clock
+
+/// Logs `message` as a warning where PHP logs its own (error_log, or stderr).
+pub fn warn(message: &CStr) {
+    // SAFETY: php_error_docref is PHP's variadic logging function; the format "%s" takes
+    // exactly the one NUL-terminated string passed, which outlives the call.
+    unsafe {
+        ext_php_rs::ffi::php_error_docref(
+            std::ptr::null(),
+            ext_php_rs::ffi::E_CORE_WARNING as i32,
+            c"%s".as_ptr(),
+            message.as_ptr(),
+        );
+    }
+}
+
+/// The Unix time in seconds, read as PHP's `time()`, which Ganesha calls, reads it: with
+/// `gettimeofday()` (PHP's `php_time()`). Not `time(NULL)`: glibc reads that from the kernel's
+/// coarse clock, which enters a second up to a tick (a few milliseconds) after the precise one,
+/// so that right after each second began it read one second behind Ganesha's `time()`.
+pub fn unix_time() -> u64 {
+    let mut now = libc::timeval { tv_sec: 0, tv_usec: 0 };
+    // SAFETY: `now` is a valid timeval to fill; a null timezone is what POSIX asks for.
+    if unsafe { libc::gettimeofday(&mut now, std::ptr::null_mut()) } != 0 {
+        // As PHP falls back, which cannot reasonably happen.
+        // SAFETY: time(NULL) only reads the clock; the null pointer tells it not to store it.
+        return unsafe { libc::time(std::ptr::null_mut()) }.max(0) as u64;
+    }
+    now.tv_sec.max(0) as u64
 }

@@ -169,20 +169,8 @@ pub fn fleet_is_fresh() -> bool {
     })
 }
 
-/// The Unix time in seconds, read as PHP's `time()`, which Ganesha calls, reads it: with
-/// `gettimeofday()` (PHP's `php_time()`). Not `time(NULL)`: glibc reads that from the kernel's
-/// coarse clock, which enters a second up to a tick (a few milliseconds) after the precise one,
-/// so that right after each second began it read one second behind Ganesha's `time()`.
-pub fn unix_time() -> u64 {
-    let mut now = libc::timeval { tv_sec: 0, tv_usec: 0 };
-    // SAFETY: `now` is a valid timeval to fill; a null timezone is what POSIX asks for.
-    if unsafe { libc::gettimeofday(&mut now, std::ptr::null_mut()) } != 0 {
-        // As PHP falls back, which cannot reasonably happen.
-        // SAFETY: time(NULL) only reads the clock; the null pointer tells it not to store it.
-        return unsafe { libc::time(std::ptr::null_mut()) }.max(0) as u64;
-    }
-    now.tv_sec.max(0) as u64
-}
+/// The Unix time in seconds, as PHP's `time()` reads it.
+pub use crate::engine::unix_time;
 
 /// The settings of this process's segment, once it is set up.
 fn segment_settings() -> Option<Settings> {
