@@ -9,7 +9,7 @@
 //!
 //! The conversion may run PHP code (`__toString()`, an error handler for a deprecation), so it
 //! runs only in a guarded handler: the hot handlers' common case reads a string and an int from
-//! the frame without coming here (see `adapter::hot`).
+//! the frame without coming here (see `hot`).
 //!
 //! The engine converts the argument in place, in the call's frame, as it does for its own
 //! functions: the string made lives there until the call ends, and the frame releases it.

@@ -217,7 +217,7 @@ fn strategy_of<E>(
 /// What `read` reads of a `Context`, a `Configuration` and a `StorageKeys` of exactly Ganesha's
 /// classes, the storage keys read already in this process: read without calling any PHP code
 /// nor anything of the engine that could, so that `setContext()` can run it unguarded (see
-/// `adapter::hot`). `None` for anything else, which `read` reads, or refuses.
+/// `hot`). `None` for anything else, which `read` reads, or refuses.
 pub fn read_own(context: &ZendObject) -> Option<Read> {
     let names = Names::get();
     let strategy = own_property(context, CONTEXT, &names.strategy)?.zend_str()?;

@@ -14,6 +14,8 @@
 //! * [`process`]: this process's segment, store and clock;
 //! * [`arguments`]: the class's arguments, read as PHP reads an internal function's;
 //! * [`adapter`]: the PHP class;
+//! * [`hot`]: the handlers of the class's methods that every request calls, which the class
+//!   registers;
 //! * [`module`]: what PHP registers, startup, phpinfo.
 
 use ganesha_shm_core::{circuit, fleet, segment, store, table, window};
@@ -23,6 +25,7 @@ mod arguments;
 mod context;
 mod engine;
 mod errors;
+mod hot;
 mod metrics;
 mod module;
 mod process;

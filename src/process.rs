@@ -4,6 +4,7 @@
 
 use once_cell::sync::OnceCell;
 
+use crate::engine::Alone;
 use crate::errors::{storage_exception, warn};
 use crate::fleet::{self, SyncState};
 use crate::segment::{guard, Backing, Segment, Settings};
@@ -28,14 +29,13 @@ static PATH_REFUSAL: OnceCell<String> = OnceCell::new();
 /// (the anonymous one, when its settings are the same, with its circuits) or unmapped, so
 /// that the process maps one segment however often it restarts. If this library was not
 /// unloaded, its statics, the segment included, are still set and kept.
-pub fn start(startup: &Startup) {
+pub fn start(alone: &Alone, startup: &Startup) {
     if SEGMENT.get().is_some() {
         return;
     }
-    let segment = file_segment(startup).map_or_else(|| anonymous_segment(startup.settings), Ok);
+    let segment = file_segment(startup).map_or_else(|| anonymous_segment(alone, startup.settings), Ok);
     if let Ok(segment) = &segment {
-        // SAFETY: this image had no segment before this one, and MINIT runs alone.
-        unsafe { segment.unmap_leftovers() };
+        alone.unmap_leftover_segments(segment);
         guard::install(segment);
     }
     let _ = SEGMENT.set(segment);
@@ -96,9 +96,8 @@ fn file_segment(startup: &Startup) -> Option<Segment> {
 }
 
 /// An anonymous segment, or why none could be created.
-fn anonymous_segment(settings: Settings) -> Result<Segment, String> {
-    // SAFETY: this image has no segment yet (see `start`) and MINIT runs alone.
-    if let Some(segment) = unsafe { Segment::adopt_anonymous(Layout::regions(settings), Layout::regions) } {
+fn anonymous_segment(alone: &Alone, settings: Settings) -> Result<Segment, String> {
+    if let Some(segment) = alone.adopt_anonymous_segment(Layout::regions(settings), Layout::regions) {
         return Ok(segment);
     }
     Segment::create_anonymous(Layout::regions(settings)).map_err(|e| {
@@ -117,7 +116,7 @@ pub fn segment_state() -> Option<Result<&'static Segment, &'static str>> {
 
 /// Why this process has no segment: the reason it could not be made, or that the extension
 /// was not started. Plain data, so that the hot methods can return it without building an
-/// exception (see `adapter::hot`); it becomes Ganesha's `StorageException`.
+/// exception (see `hot`); it becomes Ganesha's `StorageException`.
 #[derive(Debug, Clone, Copy)]
 pub struct Unavailable(&'static str);
 
