@@ -57,7 +57,7 @@ impl Strategy {
 }
 
 /// What `setContext()` gives the adapter.
-struct Configured {
+pub(crate) struct Configured {
     strategy: Strategy,
     interval_to_half_open: u64,
     storage_keys: Arc<StorageKeys>,
@@ -119,7 +119,7 @@ impl Configured {
 /// The configuration made of what a `Context` gave, with this adapter's bucket duration:
 /// made once per process for each that is given (up to [`CONFIGURATIONS`] of them), since
 /// every request of an application gives the same few.
-fn configured(read: context::Read, bucket_duration: Option<u64>) -> Result<Arc<Configured>, WindowError> {
+pub(crate) fn configured(read: context::Read, bucket_duration: Option<u64>) -> Result<Arc<Configured>, WindowError> {
     /// A configuration made, with what it was made of.
     struct Made {
         read: context::Read,
@@ -186,13 +186,13 @@ impl<'a> FromZval<'a> for Clock {
 #[php(flags = ClassFlags::Abstract)]
 #[php(modifier = "register_hot_methods")]
 pub struct AbstractSlidingTimeWindowShm {
-    bucket_duration: Option<u64>,
-    clock: Option<Clock>,
+    pub(crate) bucket_duration: Option<u64>,
+    pub(crate) clock: Option<Clock>,
     /// What `setContext()` read. Every method takes `&self` and none holds a borrow of this
     /// cell, or a reference into what it holds, while PHP code runs (the clock, Ganesha's
     /// Context): that code may call this object again, `setContext()` included. A method keeps
     /// the configuration it started with by its `Arc`.
-    configured: RefCell<Option<Arc<Configured>>>,
+    pub(crate) configured: RefCell<Option<Arc<Configured>>>,
 }
 
 #[php_impl]
@@ -393,7 +393,7 @@ fn integer_key(bytes: &[u8]) -> Option<i64> {
 /// (Ganesha's `StorageException` may have to be autoloaded), which must run neither in the
 /// unguarded path of `hot` nor while the configuration is borrowed: `hot::call` turns it into
 /// the exception once the method has returned, under ext-php-rs's guard.
-enum Refusal {
+pub(crate) enum Refusal {
     Store(StoreError),
     Unavailable(process::Unavailable),
     OutOfRange { name: &'static str, value: i64, min: i64, max: i64 },
@@ -499,7 +499,7 @@ fn fleet_figures(
 /// [`Refusal`], never an exception.
 impl AbstractSlidingTimeWindowShm {
     /// `load()`. Rate: the events in the buckets spanning the time window. Count: the counter.
-    fn load_at(&self, service: &[u8], configured: &Configured, now: u64) -> Result<i64, Refusal> {
+    pub(crate) fn load_at(&self, service: &[u8], configured: &Configured, now: u64) -> Result<i64, Refusal> {
         let store = process::store()?;
         let count = match &configured.strategy {
             Strategy::Rate(window) => store.load(service, window, now),
@@ -512,7 +512,7 @@ impl AbstractSlidingTimeWindowShm {
     }
 
     /// `increment()`. Rate: one event in the current bucket. Count: one more.
-    fn increment_at(&self, service: &[u8], configured: &Configured, now: u64) -> Result<(), Refusal> {
+    pub(crate) fn increment_at(&self, service: &[u8], configured: &Configured, now: u64) -> Result<(), Refusal> {
         let store = process::store()?;
         let renewed = match &configured.strategy {
             Strategy::Rate(window) | Strategy::FleetRate(window, _) => store.increment(service, window, now),
@@ -524,7 +524,7 @@ impl AbstractSlidingTimeWindowShm {
 
     /// `loadStatus()`: the stored status, or `Ganesha::STATUS_CALMED_DOWN` (not stored) when
     /// there is none.
-    fn load_status_at(&self, service: &[u8], _configured: &Configured, now: u64) -> Result<i64, Refusal> {
+    pub(crate) fn load_status_at(&self, service: &[u8], _configured: &Configured, now: u64) -> Result<i64, Refusal> {
         let status = process::store()?.load_status(service, now)?;
         Ok(status.unwrap_or(STATUS_CALMED_DOWN))
     }
@@ -534,7 +534,7 @@ impl AbstractSlidingTimeWindowShm {
     /// first caller swaps the current time in and gets the old one, so that Ganesha admits
     /// exactly that caller as the half-open trial; every other caller gets the new time and is
     /// rejected.
-    fn load_last_failure_time_at(
+    pub(crate) fn load_last_failure_time_at(
         &self,
         service: &[u8],
         configured: &Configured,
@@ -545,7 +545,7 @@ impl AbstractSlidingTimeWindowShm {
     }
 
     /// `saveLastFailureTime()`.
-    fn save_last_failure_time_at(
+    pub(crate) fn save_last_failure_time_at(
         &self,
         service: &[u8],
         time: i64,
@@ -560,7 +560,13 @@ impl AbstractSlidingTimeWindowShm {
     }
 
     /// `saveStatus()`.
-    fn save_status_at(&self, service: &[u8], status: i64, configured: &Configured, now: u64) -> Result<(), Refusal> {
+    pub(crate) fn save_status_at(
+        &self,
+        service: &[u8],
+        status: i64,
+        configured: &Configured,
+        now: u64,
+    ) -> Result<(), Refusal> {
         check_range("status", status, i32::MIN as i64, i32::MAX as i64)?;
         let store = process::store()?;
         let renewed = store.save_status(service, status, now)?;
@@ -574,7 +580,7 @@ impl AbstractSlidingTimeWindowShm {
     /// interval to half-open and the storage keys from Ganesha's `Context`, and checks that the
     /// bucket duration fits the time window. What follows from them is made once per process
     /// and configuration (see `configured`).
-    fn set_context(&self, context: &ZendObject) -> PhpResult<()> {
+    pub(crate) fn set_context(&self, context: &ZendObject) -> PhpResult<()> {
         let read = context::read(context)?;
         let configured = configured(read, self.bucket_duration).map_err(window_error)?;
         *self.configured.borrow_mut() = Some(configured);
@@ -596,7 +602,7 @@ impl AbstractSlidingTimeWindowShm {
 
     /// The configuration and the current time, from the clock given to the constructor or
     /// the system's.
-    fn configured_now(&self) -> PhpResult<(Arc<Configured>, u64)> {
+    pub(crate) fn configured_now(&self) -> PhpResult<(Arc<Configured>, u64)> {
         let configured = self.configuration()?;
         let now = match &self.clock {
             None => process::unix_time(),
@@ -775,433 +781,9 @@ fn check_range(name: &'static str, value: i64, min: i64, max: i64) -> Result<(),
     Err(Refusal::OutOfRange { name, value, min, max })
 }
 
-/// Puts `hot::construct` in front of the constructor handler ext-php-rs generated, once per
-/// process image: once every module has started (the class is registered after the module's own
-/// startup function has run), else at the first request (see `module::post_startup`).
-pub fn install_constructor() {
-    hot::install_constructor();
-}
-
 /// The class's hot methods: see `hot`.
 fn register_hot_methods(class: ext_php_rs::builders::ClassBuilder) -> ext_php_rs::builders::ClassBuilder {
-    hot::register(class)
-}
-
-/// The methods Ganesha calls on every request (`load`, `increment`, `loadStatus`,
-/// `loadLastFailureTime`, `saveLastFailureTime`, `saveStatus`), and those every request makes
-/// its adapter with (`__construct`, `setContext`), with handlers of their own instead of
-/// ext-php-rs's generated ones, which run every call inside a `zend_try` (a
-/// `setjmp`, and a closure behind two calls) so that a PHP bailout cannot unwind through Rust
-/// frames.
-///
-/// A bailout (a fatal error's longjmp) comes only out of the engine: out of PHP code, or out of
-/// an engine function that allocates and finds the memory limit reached. The common case of
-/// these methods calls neither: no clock callable is set, the arguments are a string and an
-/// int read from the call frame, the store answers, and the result is an int or null written
-/// into the return value. That case runs here unguarded. Everything else (a clock to call,
-/// arguments to convert or to reject, an exception to throw) runs under ext-php-rs's
-/// `run_handler`, which guards it as the generated handlers do.
-mod hot {
-    use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
-
-    use ext_php_rs::args::Arg;
-    use ext_php_rs::builders::{ClassBuilder, FunctionBuilder};
-    use ext_php_rs::flags::{DataType, MethodFlags};
-    use std::sync::atomic::{AtomicBool, Ordering};
-
-    use ext_php_rs::class::RegisteredClass;
-    use ext_php_rs::types::ZendClassObject;
-    use ext_php_rs::zend::{ce, run_handler, ExecuteData};
-    use once_cell::sync::OnceCell;
-
-    use super::*;
-    use crate::arguments;
-
-    /// What a hot method takes after the service: nothing, or an int.
-    trait Rest: Sized {
-        /// Its PHP name, for the declaration.
-        const NAME: Option<&'static str>;
-        /// Read from the frame as it is: `None` when it is not of the declared type.
-        fn read(argument: Option<&Zval>) -> Option<Self>;
-        /// Read as PHP reads an internal function's argument (see `arguments`), converted if
-        /// PHP converts it: `None` when PHP refuses it, with its exception pending. Guarded only.
-        fn convert(argument: Option<&mut Zval>) -> Option<Self>;
-    }
-
-    impl Rest for () {
-        const NAME: Option<&'static str> = None;
-        fn read(_: Option<&Zval>) -> Option<Self> {
-            Some(())
-        }
-        fn convert(_: Option<&mut Zval>) -> Option<Self> {
-            Some(())
-        }
-    }
-
-    /// An int argument of a given name.
-    struct Int<const LAST_FAILURE_TIME: bool>(i64);
-
-    impl<const LAST_FAILURE_TIME: bool> Rest for Int<LAST_FAILURE_TIME> {
-        const NAME: Option<&'static str> = Some(if LAST_FAILURE_TIME { "lastFailureTime" } else { "status" });
-        fn read(argument: Option<&Zval>) -> Option<Self> {
-            argument?.dereference().long().map(Self)
-        }
-        fn convert(argument: Option<&mut Zval>) -> Option<Self> {
-            // The second argument, after the service.
-            arguments::long(argument?, 2).map(Self)
-        }
-    }
-
-    /// A hot method: what it does with the service, the rest of its arguments, the
-    /// configuration and the time.
-    /// (A type parameter, not a function pointer, so that each handler's method inlines into
-    /// `call`.)
-    trait Method<R, T>: Fn(&AbstractSlidingTimeWindowShm, &[u8], R, &Configured, u64) -> Result<T, Refusal> + Copy {}
-
-    impl<R, T, M> Method<R, T> for M where
-        M: Fn(&AbstractSlidingTimeWindowShm, &[u8], R, &Configured, u64) -> Result<T, Refusal> + Copy
-    {
-    }
-
-    /// Adds the hot methods to the class, declared as `#[php_impl]` would declare them.
-    pub fn register(class: ClassBuilder) -> ClassBuilder {
-        let method = |name: &str, handler, rest: Option<&str>, returns: DataType, nullable: bool| {
-            let mut builder = FunctionBuilder::new(name, handler).arg(Arg::new("service", DataType::String));
-            if let Some(rest) = rest {
-                builder = builder.arg(Arg::new(rest, DataType::Long));
-            }
-            (builder.returns(returns, false, nullable), MethodFlags::Public)
-        };
-        [
-            method("load", load, None, DataType::Long, false),
-            method("increment", increment, None, DataType::Void, false),
-            method("loadStatus", load_status, None, DataType::Long, false),
-            method("loadLastFailureTime", load_last_failure_time, None, DataType::Long, true),
-            method("saveLastFailureTime", save_last_failure_time, Some("lastFailureTime"), DataType::Void, false),
-            method("saveStatus", save_status, Some("status"), DataType::Void, false),
-        ]
-        .into_iter()
-        .chain([(
-            FunctionBuilder::new("setContext", set_context).arg(Arg::new("context", DataType::ANY_OBJECT)).returns(
-                DataType::Void,
-                false,
-                false,
-            ),
-            MethodFlags::Public,
-        )])
-        .fold(class, |class, (builder, flags)| class.method(builder, flags))
-    }
-
-    /// The constructor handler ext-php-rs generated, which `construct` hands every call with
-    /// arguments to.
-    static GENERATED_CONSTRUCTOR: OnceCell<unsafe extern "C" fn(*mut ExecuteData, *mut Zval)> = OnceCell::new();
-
-    pub fn install_constructor() {
-        static INSTALLED: AtomicBool = AtomicBool::new(false);
-        // Relaxed: the flag only keeps this to one thread, once; `OnceCell` orders the handler.
-        if INSTALLED.load(Ordering::Relaxed) || INSTALLED.swap(true, Ordering::Relaxed) {
-            return;
-        }
-        let metadata = AbstractSlidingTimeWindowShm::get_metadata();
-        if !metadata.has_ce() {
-            return;
-        }
-        let class = metadata.ce();
-        // SAFETY: the class entry is registered and lives until the module shuts down; its
-        // constructor is the internal function ext-php-rs registered for `__construct`, whose
-        // handler only the engine reads, when it calls it. The handler is replaced with one
-        // word's store (an atomic one, for threads that may be calling it).
-        unsafe {
-            let Some(constructor) = class.constructor.as_mut() else {
-                return;
-            };
-            if constructor.type_ != ext_php_rs::ffi::ZEND_INTERNAL_FUNCTION as u8 {
-                return;
-            }
-            let handler = &raw mut constructor.internal_function.handler;
-            let Some(generated) = *handler else {
-                return;
-            };
-            let _ = GENERATED_CONSTRUCTOR.set(generated);
-            let ours: unsafe extern "C" fn(*mut ExecuteData, *mut Zval) = construct;
-            // Release: a thread that calls ours finds the generated handler set before it.
-            (*handler.cast::<std::sync::atomic::AtomicUsize>()).store(ours as usize, Ordering::Release);
-        }
-    }
-
-    /// `__construct()`. Without arguments, on an object not constructed yet, the object gets
-    /// what the constructor gives it then (no bucket duration, no clock): the common case, which
-    /// calls nothing of the engine. Everything else goes to the generated handler, which runs
-    /// it guarded.
-    unsafe extern "C" fn construct(ex: *mut ExecuteData, retval: *mut Zval) {
-        // SAFETY: the engine calls a handler with the frame of the call and its return value.
-        let frame = unsafe { &mut *ex };
-        // SAFETY: as in `unguarded`.
-        if unsafe { frame.This.u2.num_args } == 0 {
-            if let Some(object) = class_object(frame).filter(|object| object.obj.is_none()) {
-                object.initialize(AbstractSlidingTimeWindowShm {
-                    bucket_duration: None,
-                    clock: None,
-                    configured: RefCell::new(None),
-                });
-                return;
-            }
-        }
-        if let Some(generated) = GENERATED_CONSTRUCTOR.get() {
-            // SAFETY: the handler that was in place, called as the engine would have called it.
-            unsafe { generated(ex, retval) };
-        }
-    }
-
-    /// The object of the call in `ex` as ext-php-rs allocates it, when it is one of this class
-    /// (a subclass's included), constructed or not. Its handlers tell: only this class's
-    /// `create_object` gives an object these handlers, and it allocates it as a
-    /// `ZendClassObject` of this type. (ext-php-rs's `get_object` also checks the class, which
-    /// the handlers already tell, at a call of `instanceof_function_slow` for a subclass.)
-    fn class_object(ex: &mut ExecuteData) -> Option<&mut ZendClassObject<AbstractSlidingTimeWindowShm>> {
-        type Object = ZendClassObject<AbstractSlidingTimeWindowShm>;
-        let object = ex.get_self()?;
-        if !std::ptr::eq(object.handlers, AbstractSlidingTimeWindowShm::get_metadata().handlers()) {
-            return None;
-        }
-        // SAFETY: an object with these handlers is the `std` field of an `Object` (see above),
-        // which lives at least as long as the call that has it as `$this`, and which the call
-        // alone reaches through its frame.
-        Some(unsafe { &mut *std::ptr::from_mut(object).byte_sub(std::mem::offset_of!(Object, std)).cast::<Object>() })
-    }
-
-    /// The object of the call in `ex`, when it is one of this class and constructed.
-    fn this_object(ex: &mut ExecuteData) -> Option<&AbstractSlidingTimeWindowShm> {
-        class_object(ex)?.obj.as_ref()
-    }
-
-    /// `setContext()`. Ganesha's own `Context` is read without calling PHP code (see
-    /// `context::read_own`), so that common case runs unguarded, as the other hot methods'
-    /// does; any other context, and every error, runs guarded.
-    extern "C" fn set_context(ex: &mut ExecuteData, retval: &mut Zval) {
-        match catch_unwind(AssertUnwindSafe(|| set_context_unguarded(ex))) {
-            Ok(true) => retval.set_null(),
-            Ok(false) => run_handler(AssertUnwindSafe(|| set_context_guarded(ex, retval))),
-            Err(panic) => run_handler(AssertUnwindSafe(|| resume_unwind(panic))),
-        }
-    }
-
-    /// The common case of `setContext()`, which calls nothing of the engine: false when the
-    /// call is not one (nothing is changed then).
-    fn set_context_unguarded(ex: &mut ExecuteData) -> bool {
-        // SAFETY: as in `unguarded`.
-        if unsafe { ex.This.u2.num_args } != 1 {
-            return false;
-        }
-        let Some(context) = context_argument(ex) else {
-            return false;
-        };
-        let Some(read) = context::read_own(context) else {
-            return false;
-        };
-        let Some(this) = this_object(ex) else {
-            return false;
-        };
-        // An error is thrown by the guarded path, which makes it again.
-        let Ok(configured) = configured(read, this.bucket_duration) else {
-            return false;
-        };
-        // No PHP code runs here, so no borrow is held; the configuration replaced is Rust's alone.
-        let Ok(mut slot) = this.configured.try_borrow_mut() else {
-            return false;
-        };
-        *slot = Some(configured);
-        true
-    }
-
-    /// The object `setContext()` was given, in a call whose argument count was checked to be 1.
-    fn context_argument<'a>(ex: &ExecuteData) -> Option<&'a ZendObject> {
-        frame_arguments::<()>(ex).0?.dereference().object()
-    }
-
-    /// Every other case of `setContext()`, as ext-php-rs's generated handler would run it.
-    fn set_context_guarded(ex: &mut ExecuteData, retval: &mut Zval) {
-        // SAFETY: as in `unguarded`.
-        if unsafe { ex.This.u2.num_args } != 1 {
-            // SAFETY: PHP's own error for a wrong argument count; it throws ArgumentCountError.
-            unsafe { ext_php_rs::ffi::zend_wrong_parameters_count_error(1, 1) };
-            return;
-        }
-        let Some(context) = context_argument(ex) else {
-            PhpException::new("Invalid value given for argument `context`.".into(), 0, ce::type_error()).throw();
-            return;
-        };
-        let Some(this) = this_object(ex) else {
-            PhpException::from_message("Failed to retrieve reference to `$this`".into()).throw();
-            return;
-        };
-        match this.set_context(context) {
-            Ok(()) => retval.set_null(),
-            Err(exception) => exception.throw(),
-        }
-    }
-
-    fn set_long(retval: &mut Zval, value: i64) {
-        retval.set_long(value);
-    }
-
-    fn set_null(retval: &mut Zval, (): ()) {
-        retval.set_null();
-    }
-
-    fn set_optional_long(retval: &mut Zval, value: Option<i64>) {
-        match value {
-            Some(value) => retval.set_long(value),
-            None => retval.set_null(),
-        }
-    }
-
-    extern "C" fn load(ex: &mut ExecuteData, retval: &mut Zval) {
-        call(ex, retval, |this, service, (), configured, now| this.load_at(service, configured, now), set_long);
-    }
-
-    extern "C" fn increment(ex: &mut ExecuteData, retval: &mut Zval) {
-        call(ex, retval, |this, service, (), configured, now| this.increment_at(service, configured, now), set_null);
-    }
-
-    extern "C" fn load_status(ex: &mut ExecuteData, retval: &mut Zval) {
-        call(ex, retval, |this, service, (), configured, now| this.load_status_at(service, configured, now), set_long);
-    }
-
-    extern "C" fn load_last_failure_time(ex: &mut ExecuteData, retval: &mut Zval) {
-        call(
-            ex,
-            retval,
-            |this, service, (), configured, now| this.load_last_failure_time_at(service, configured, now),
-            set_optional_long,
-        );
-    }
-
-    extern "C" fn save_last_failure_time(ex: &mut ExecuteData, retval: &mut Zval) {
-        call(
-            ex,
-            retval,
-            |this, service, Int::<true>(time), configured, now| {
-                this.save_last_failure_time_at(service, time, configured, now)
-            },
-            set_null,
-        );
-    }
-
-    extern "C" fn save_status(ex: &mut ExecuteData, retval: &mut Zval) {
-        call(
-            ex,
-            retval,
-            |this, service, Int::<false>(status), configured, now| {
-                this.save_status_at(service, status, configured, now)
-            },
-            set_null,
-        );
-    }
-
-    /// Arguments a hot method with `R` takes.
-    fn arguments<R: Rest>() -> u32 {
-        1 + u32::from(R::NAME.is_some())
-    }
-
-    /// The service and the rest of the arguments of a call whose argument count was checked
-    /// to be `arguments::<R>()`.
-    fn frame_arguments<'a, R: Rest>(ex: &ExecuteData) -> (Option<&'a Zval>, Option<&'a Zval>) {
-        let (service, rest) = frame_arguments_mut::<R>(ex);
-        (service.map(|z| &*z), rest.map(|z| &*z))
-    }
-
-    /// The same, to be converted in place as PHP converts an internal function's arguments.
-    fn frame_arguments_mut<'a, R: Rest>(ex: &ExecuteData) -> (Option<&'a mut Zval>, Option<&'a mut Zval>) {
-        // SAFETY: the frame holds that many arguments, in its first call slots, and they live
-        // as long as the call; no slot past them is read. Each slot is borrowed once, by the
-        // handler that reads it, which is the frame's only reader while it runs.
-        unsafe { (ex.zend_call_arg(0), R::NAME.and_then(|_| ex.zend_call_arg(1))) }
-    }
-
-    /// Runs `method` for the call in `ex`, and `set` with its result.
-    #[inline(always)]
-    fn call<R: Rest, T>(
-        ex: &mut ExecuteData,
-        retval: &mut Zval,
-        method: impl Method<R, T>,
-        set: impl Fn(&mut Zval, T),
-    ) {
-        // A panic must not unwind out of an `extern "C"` function: it is thrown as
-        // ext-php-rs's handlers throw one.
-        // The loss of the segment file is logged through PHP: guarded, outside `unguarded`.
-        if process::segment_loss_unreported() {
-            run_handler(process::report_segment_loss);
-        }
-        match catch_unwind(AssertUnwindSafe(|| unguarded(ex, method))) {
-            Ok(Some(Ok(value))) => set(retval, value),
-            // The configuration's borrow ended with `unguarded`: the exception is built here,
-            // guarded, where an autoloader it runs may call this object again or bail out.
-            Ok(Some(Err(refusal))) => run_handler(AssertUnwindSafe(|| PhpException::from(refusal).throw())),
-            Ok(None) => run_handler(AssertUnwindSafe(|| guarded(ex, retval, method, set))),
-            Err(panic) => run_handler(AssertUnwindSafe(|| resume_unwind(panic))),
-        }
-    }
-
-    /// The common case, which calls nothing of the engine: `None` when the call is not one. A
-    /// refusal is returned as it is, for `call` to throw once the borrow below has ended.
-    #[inline(always)]
-    fn unguarded<R: Rest, T>(ex: &mut ExecuteData, method: impl Method<R, T>) -> Option<Result<T, Refusal>> {
-        // SAFETY: `This.u2.num_args` is the argument count PHP wrote into the frame of this
-        // method call before calling its handler.
-        if unsafe { ex.This.u2.num_args } != arguments::<R>() {
-            return None;
-        }
-        let (service, rest) = frame_arguments::<R>(ex);
-        let service = service?.dereference().zend_str()?.as_bytes();
-        let rest = R::read(rest)?;
-        let this = this_object(ex)?;
-        if this.clock.is_some() {
-            return None;
-        }
-        // No PHP code runs until this returns, so the borrow cannot meet a setContext().
-        let configured = this.configured.borrow();
-        let configured = configured.as_ref()?;
-        Some(method(this, service, rest, configured, process::unix_time()))
-    }
-
-    /// Every other case, as ext-php-rs's generated handler would run it, with the arguments read
-    /// as PHP reads an internal function's (see `arguments`).
-    fn guarded<R: Rest, T>(
-        ex: &mut ExecuteData,
-        retval: &mut Zval,
-        method: impl Method<R, T>,
-        set: impl Fn(&mut Zval, T),
-    ) {
-        let expected = arguments::<R>();
-        // SAFETY: as in `unguarded`.
-        if unsafe { ex.This.u2.num_args } != expected {
-            // SAFETY: PHP's own error for a wrong argument count; it throws ArgumentCountError.
-            unsafe { ext_php_rs::ffi::zend_wrong_parameters_count_error(expected, expected) };
-            return;
-        }
-        // Converting may run PHP code (`__toString()`, an error handler), which may construct
-        // this object again or give it another context: `$this` and the configuration are
-        // read after it, as a generated handler reads them after its arguments.
-        let (service, rest) = frame_arguments_mut::<R>(ex);
-        let Some(service) = service.and_then(|argument| arguments::string(argument, 1)) else {
-            return;
-        };
-        let Some(rest) = R::convert(rest) else {
-            return;
-        };
-        let Some(this) = this_object(ex) else {
-            PhpException::from_message("Failed to retrieve reference to `$this`".into()).throw();
-            return;
-        };
-        let result = this
-            .configured_now()
-            .and_then(|(configured, now)| method(this, service, rest, &configured, now).map_err(PhpException::from));
-        match result {
-            Ok(value) => set(retval, value),
-            Err(exception) => exception.throw(),
-        }
-    }
+    crate::hot::register(class)
 }
 
 #[cfg(test)]

@@ -15,15 +15,14 @@
 
 use std::sync::Arc;
 
-use ext_php_rs::boxed::ZBox;
 use ext_php_rs::exception::PhpException;
-use ext_php_rs::ffi::{zend_hash_find, zend_property_info, zend_string, HashTable, ZEND_ACC_STATIC};
-use ext_php_rs::flags::DataType;
+use ext_php_rs::ffi::HashTable;
 use ext_php_rs::prelude::PhpResult;
-use ext_php_rs::types::{ZendObject, ZendStr, Zval};
+use ext_php_rs::types::{ZendObject, Zval};
 use ext_php_rs::zend::{ClassEntry, ExecutorGlobals};
 use once_cell::sync::OnceCell;
 
+use crate::engine::{class_name, declared_property, find, HashedName};
 use crate::errors::exception;
 
 const CONTEXT: &[u8] = b"Ackintosh\\Ganesha\\Context";
@@ -94,59 +93,34 @@ pub enum Strategy {
     Count { failure_count_threshold: Option<i64> },
 }
 
-/// The names looked up in Ganesha's objects, as persistent strings whose hash PHP computed
-/// once: so that each lookup is one probe of the table, without hashing the name again.
+/// The names looked up in Ganesha's objects, hashed once (see `HashedName`).
 struct Names {
-    strategy: ZBox<ZendStr>,
-    configuration: ZBox<ZendStr>,
-    params: ZBox<ZendStr>,
-    time_window: ZBox<ZendStr>,
-    failure_rate_threshold: ZBox<ZendStr>,
-    minimum_requests: ZBox<ZendStr>,
-    failure_count_threshold: ZBox<ZendStr>,
-    interval_to_half_open: ZBox<ZendStr>,
-    storage_keys: ZBox<ZendStr>,
+    strategy: HashedName,
+    configuration: HashedName,
+    params: HashedName,
+    time_window: HashedName,
+    failure_rate_threshold: HashedName,
+    minimum_requests: HashedName,
+    failure_count_threshold: HashedName,
+    interval_to_half_open: HashedName,
+    storage_keys: HashedName,
 }
-
-// SAFETY: the strings are made, and their hashes computed, once under the `OnceCell`; after that
-// they are only read (a lookup writes a string's hash only while it is 0), and only freed at exit.
-unsafe impl Send for Names {}
-unsafe impl Sync for Names {}
 
 impl Names {
     fn get() -> &'static Self {
         static NAMES: OnceCell<Names> = OnceCell::new();
-        NAMES.get_or_init(|| {
-            let name = |name: &str| {
-                let mut name = ZendStr::new(name, true);
-                // SAFETY: an empty table is a valid one to look a string up in; the lookup only
-                // computes and stores the string's hash, which is what we want of it.
-                unsafe {
-                    let empty = ext_php_rs::types::ZendHashTable::new();
-                    zend_hash_find(&raw const *empty, &raw mut *name);
-                }
-                name
-            };
-            Names {
-                strategy: name("strategy"),
-                configuration: name("configuration"),
-                params: name("params"),
-                time_window: name("timeWindow"),
-                failure_rate_threshold: name("failureRateThreshold"),
-                minimum_requests: name("minimumRequests"),
-                failure_count_threshold: name("failureCountThreshold"),
-                interval_to_half_open: name("intervalToHalfOpen"),
-                storage_keys: name("storageKeys"),
-            }
+        NAMES.get_or_init(|| Names {
+            strategy: HashedName::new("strategy"),
+            configuration: HashedName::new("configuration"),
+            params: HashedName::new("params"),
+            time_window: HashedName::new("timeWindow"),
+            failure_rate_threshold: HashedName::new("failureRateThreshold"),
+            minimum_requests: HashedName::new("minimumRequests"),
+            failure_count_threshold: HashedName::new("failureCountThreshold"),
+            interval_to_half_open: HashedName::new("intervalToHalfOpen"),
+            storage_keys: HashedName::new("storageKeys"),
         })
     }
-}
-
-/// The value under `name` in `table`, if any.
-fn find<'a>(table: &'a HashTable, name: &ZendStr) -> Option<&'a Zval> {
-    // SAFETY: `name` is a string whose hash is computed (see `Names`), so the lookup only reads
-    // it; the value found lives as long as the table.
-    unsafe { zend_hash_find(table, std::ptr::from_ref(name).cast_mut()).as_ref() }
 }
 
 /// Reads `context`, asking its configuration only for what its strategy uses (a Rate
@@ -167,10 +141,10 @@ pub fn read(context: &ZendObject) -> PhpResult<Read> {
         configuration.object().ok_or_else(|| not_a_context("configuration() did not return an object"))?;
     // Ganesha's `Configuration` getters return `$this->params[<their name>]`.
     let params = own_property(configuration, CONFIGURATION, &names.params).and_then(Zval::array);
-    let long = |name: &ZendStr| {
+    let long = |name: &HashedName| {
         int_setting(configuration, params, name, true)?.ok_or_else(|| not_an_int(name.as_str().unwrap_or_default()))
     };
-    let optional_long = |name: &ZendStr| int_setting(configuration, params, name, false);
+    let optional_long = |name: &HashedName| int_setting(configuration, params, name, false);
     let strategy = strategy_of(strategy.as_bytes(), long, optional_long)?;
     let interval_to_half_open = long(&names.interval_to_half_open)?;
     let keys = match params {
@@ -194,7 +168,7 @@ pub fn read(context: &ZendObject) -> PhpResult<Read> {
 fn int_setting(
     configuration: &ZendObject,
     params: Option<&HashTable>,
-    name: &ZendStr,
+    name: &HashedName,
     required: bool,
 ) -> PhpResult<Option<i64>> {
     let method = name.as_str().unwrap_or_default();
@@ -225,8 +199,8 @@ fn int_setting(
 /// settings it needs, through `optional_long` those it may lack (`None` when it does).
 fn strategy_of<E>(
     strategy: &[u8],
-    long: impl Fn(&ZendStr) -> Result<i64, E>,
-    optional_long: impl Fn(&ZendStr) -> Result<Option<i64>, E>,
+    long: impl Fn(&HashedName) -> Result<i64, E>,
+    optional_long: impl Fn(&HashedName) -> Result<Option<i64>, E>,
 ) -> Result<Strategy, E> {
     let names = Names::get();
     Ok(if strategy == COUNT_STRATEGY {
@@ -243,16 +217,16 @@ fn strategy_of<E>(
 /// What `read` reads of a `Context`, a `Configuration` and a `StorageKeys` of exactly Ganesha's
 /// classes, the storage keys read already in this process: read without calling any PHP code
 /// nor anything of the engine that could, so that `setContext()` can run it unguarded (see
-/// `adapter::hot`). `None` for anything else, which `read` reads, or refuses.
+/// `hot`). `None` for anything else, which `read` reads, or refuses.
 pub fn read_own(context: &ZendObject) -> Option<Read> {
     let names = Names::get();
     let strategy = own_property(context, CONTEXT, &names.strategy)?.zend_str()?;
     let configuration = own_property(context, CONTEXT, &names.configuration)?.object()?;
     let params = own_property(configuration, CONFIGURATION, &names.params)?.array()?;
-    let long = |name: &ZendStr| find(params, name)?.long();
+    let long = |name: &HashedName| find(params, name)?.long();
     // Not set (absent or null), or an int: anything else is what the getter converts or
     // refuses, which `read` asks it.
-    let optional_long = |name: &ZendStr| match find(params, name) {
+    let optional_long = |name: &HashedName| match find(params, name) {
         None => Ok(None),
         Some(stored) if stored.is_null() => Ok(None),
         Some(stored) => stored.long().map(Some).ok_or(()),
@@ -296,31 +270,14 @@ fn keys_by_methods(keys: &ZendObject) -> PhpResult<StorageKeys> {
     })
 }
 
-/// The name of the object's class, as bytes.
-fn class_name(object: &ZendObject) -> Option<&[u8]> {
-    // SAFETY: a live object's class entry, and the class's name, outlive the object.
-    let name: &zend_string = unsafe { object.ce.as_ref()?.name.as_ref()? };
-    // SAFETY: a zend_string holds `len` bytes from `val`.
-    Some(unsafe { std::slice::from_raw_parts(name.val.as_ptr().cast::<u8>(), name.len) })
-}
-
 /// The property `name` of `object` as the object keeps it, when `object` is of exactly the class
 /// `class` and declares that property (not static): `None` otherwise, or when it is unset.
-fn own_property<'a>(object: &'a ZendObject, class: &[u8], name: &ZendStr) -> Option<&'a Zval> {
+#[inline(always)]
+fn own_property<'a>(object: &'a ZendObject, class: &[u8], name: &HashedName) -> Option<&'a Zval> {
     if class_name(object) != Some(class) {
         return None;
     }
-    // SAFETY: the class entry outlives the object (see `class_name`), and its table of property
-    // declarations maps names to `zend_property_info` pointers that live as long as the class.
-    let info = unsafe { (find(&(*object.ce).properties_info, name)?.value.ptr as *const zend_property_info).as_ref()? };
-    if info.flags & ZEND_ACC_STATIC != 0 {
-        return None;
-    }
-    // SAFETY: for a declared, non-static property of the object's own class, `offset` is the
-    // byte offset, from the start of the object, of the property's slot in its properties table,
-    // which the object holds for as long as it lives (PHP's `OBJ_PROP`).
-    let slot = unsafe { &*(std::ptr::from_ref(object).cast::<u8>().add(info.offset as usize).cast::<Zval>()) };
-    (slot.get_type() != DataType::Undef).then_some(slot)
+    declared_property(object, name)
 }
 
 pub fn not_a_context(why: &str) -> PhpException {

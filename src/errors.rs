@@ -28,14 +28,5 @@ pub fn php_error(error: ext_php_rs::error::Error) -> PhpException {
 /// Logs a startup warning where PHP logs its own (error_log, or stderr).
 pub fn warn(message: &str) {
     let message = std::ffi::CString::new(format!("ganesha_shm: {message}")).unwrap_or_default();
-    // SAFETY: php_error_docref is PHP's variadic logging function; the format "%s" takes
-    // exactly the one NUL-terminated string passed, which outlives the call.
-    unsafe {
-        ext_php_rs::ffi::php_error_docref(
-            std::ptr::null(),
-            ext_php_rs::ffi::E_CORE_WARNING as i32,
-            c"%s".as_ptr(),
-            message.as_ptr(),
-        );
-    }
+    crate::engine::warn(&message);
 }

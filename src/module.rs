@@ -7,106 +7,50 @@ use ext_php_rs::types::ZendHashTable;
 use ext_php_rs::zend::ModuleEntry;
 use ext_php_rs::{info_table_end, info_table_header, info_table_row, info_table_start};
 
+use crate::engine::{self, Alone, Lifecycle};
 use crate::errors::php_error;
+use crate::hot;
 use crate::process;
 use crate::segment::Backing;
 use crate::settings;
 
 #[php_module]
-#[php(startup = "startup")]
 pub fn get_module(module: ModuleBuilder) -> ModuleBuilder {
-    module
+    let lifecycle = Lifecycle { startup, after_startup, request_startup, shutdown };
+    engine::lifecycle(module, lifecycle)
         .name("ganesha_shm")
-        .shutdown_function(shutdown)
-        .request_startup_function(request_startup)
         .class::<crate::adapter::AbstractSlidingTimeWindowShm>()
         .function(wrap_function!(ganesha_shm_info))
         .info_function(info)
 }
 
-/// MINIT: registers the settings and makes the segment, and has the class's constructor
-/// replaced once every module has started (`post_startup`).
-pub fn startup(ty: i32, module_number: i32) -> i32 {
-    process::start(&settings::register_and_read(module_number));
-    if ty == ext_php_rs::ffi::MODULE_PERSISTENT as i32 {
-        post_startup::hook();
-    }
-    0
+/// MINIT: registers the settings and makes the segment. The class's constructor is replaced
+/// once every module has started (`after_startup`).
+fn startup(alone: &Alone, module_number: i32) {
+    process::start(alone, &settings::register_and_read(module_number));
 }
 
-/// MSHUTDOWN (see `process::shutdown`).
-pub extern "C" fn shutdown(_ty: i32, _module_number: i32) -> i32 {
-    post_startup::unhook();
-    process::shutdown();
-    0
+/// Once every module has started, before any request, for a module started with PHP: the class
+/// ext-php-rs registers after this module's MINIT exists then, and its constructor is replaced
+/// (`hot::install_constructor`) while no thread can be calling it. Replaced at a request's
+/// start instead, a threaded server's other threads could be reading the handler as it is
+/// written (helgrind saw that race).
+fn after_startup(alone: &Alone) {
+    hot::install_constructor(alone);
 }
 
 /// RINIT (see `process::on_request`). The constructor is replaced here only when the module was
-/// not started with PHP (`dl()`): one relaxed load otherwise.
-pub extern "C" fn request_startup(_ty: i32, _module_number: i32) -> i32 {
+/// loaded by `dl()`, not started with PHP.
+fn request_startup(alone: Option<&Alone>) {
     process::on_request();
-    crate::adapter::install_constructor();
-    0
+    if let Some(alone) = alone {
+        hot::install_constructor(alone);
+    }
 }
 
-/// PHP's post-startup hook, run once every module has started, before any request: the class
-/// ext-php-rs registers after this module's MINIT exists then, and the constructor is replaced
-/// (`adapter::install_constructor`) while no thread can be calling it. Replaced at a request's
-/// start instead, a threaded server's other threads could be reading the handler as it is
-/// written (helgrind saw that race).
-mod post_startup {
-    use std::sync::atomic::{AtomicUsize, Ordering};
-
-    type Hook = unsafe extern "C" fn() -> i32;
-
-    extern "C" {
-        /// Zend's `zend_post_startup_cb`, which `zend_post_startup()` clears before calling it;
-        /// a hook set before ours (opcache's) is called by ours.
-        static mut zend_post_startup_cb: Option<Hook>;
-    }
-
-    /// The hook ours replaced, 0 when none.
-    static CHAINED: AtomicUsize = AtomicUsize::new(0);
-
-    /// At MINIT of a module started with PHP.
-    pub fn hook() {
-        // SAFETY: MINIT runs on the one thread starting PHP, before any request; only startup
-        // reads and writes the hook.
-        unsafe {
-            let slot = &raw mut zend_post_startup_cb;
-            // Relaxed: startup is one thread.
-            CHAINED.store((*slot).map_or(0, |hook| hook as usize), Ordering::Relaxed);
-            *slot = Some(post_startup);
-        }
-    }
-
-    /// At MSHUTDOWN: a hook left pointing into this library (a startup that failed before
-    /// calling it) goes back to the one it replaced, since the SAPI may unload the library next.
-    pub fn unhook() {
-        // SAFETY: as in `hook`; MSHUTDOWN runs alone too.
-        unsafe {
-            let slot = &raw mut zend_post_startup_cb;
-            if (*slot).is_some_and(|hook| hook as usize == post_startup as Hook as usize) {
-                // Relaxed: as in `hook`.
-                let chained = CHAINED.swap(0, Ordering::Relaxed);
-                *slot = (chained != 0).then(|| std::mem::transmute::<usize, Hook>(chained));
-            }
-        }
-    }
-
-    unsafe extern "C" fn post_startup() -> i32 {
-        // Relaxed: as in `hook`.
-        let chained = CHAINED.swap(0, Ordering::Relaxed);
-        if chained != 0 {
-            // SAFETY: the hook PHP held before ours, called as PHP would have called it.
-            let status = unsafe { std::mem::transmute::<usize, Hook>(chained)() };
-            if status != 0 {
-                return status;
-            }
-        }
-        crate::adapter::install_constructor();
-        0
-    }
+/// MSHUTDOWN (see `process::shutdown`).
+fn shutdown() {
+    process::shutdown();
 }
 
 /// Figures of this process's shared-memory store: its size and layout, how many slots hold

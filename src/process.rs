@@ -4,6 +4,7 @@
 
 use once_cell::sync::OnceCell;
 
+use crate::engine::Alone;
 use crate::errors::{storage_exception, warn};
 use crate::fleet::{self, SyncState};
 use crate::segment::{guard, Backing, Segment, Settings};
@@ -28,14 +29,13 @@ static PATH_REFUSAL: OnceCell<String> = OnceCell::new();
 /// (the anonymous one, when its settings are the same, with its circuits) or unmapped, so
 /// that the process maps one segment however often it restarts. If this library was not
 /// unloaded, its statics, the segment included, are still set and kept.
-pub fn start(startup: &Startup) {
+pub fn start(alone: &Alone, startup: &Startup) {
     if SEGMENT.get().is_some() {
         return;
     }
-    let segment = file_segment(startup).map_or_else(|| anonymous_segment(startup.settings), Ok);
+    let segment = file_segment(startup).map_or_else(|| anonymous_segment(alone, startup.settings), Ok);
     if let Ok(segment) = &segment {
-        // SAFETY: this image had no segment before this one, and MINIT runs alone.
-        unsafe { segment.unmap_leftovers() };
+        alone.unmap_leftover_segments(segment);
         guard::install(segment);
     }
     let _ = SEGMENT.set(segment);
@@ -96,9 +96,8 @@ fn file_segment(startup: &Startup) -> Option<Segment> {
 }
 
 /// An anonymous segment, or why none could be created.
-fn anonymous_segment(settings: Settings) -> Result<Segment, String> {
-    // SAFETY: this image has no segment yet (see `start`) and MINIT runs alone.
-    if let Some(segment) = unsafe { Segment::adopt_anonymous(Layout::regions(settings), Layout::regions) } {
+fn anonymous_segment(alone: &Alone, settings: Settings) -> Result<Segment, String> {
+    if let Some(segment) = alone.adopt_anonymous_segment(Layout::regions(settings), Layout::regions) {
         return Ok(segment);
     }
     Segment::create_anonymous(Layout::regions(settings)).map_err(|e| {
@@ -117,7 +116,7 @@ pub fn segment_state() -> Option<Result<&'static Segment, &'static str>> {
 
 /// Why this process has no segment: the reason it could not be made, or that the extension
 /// was not started. Plain data, so that the hot methods can return it without building an
-/// exception (see `adapter::hot`); it becomes Ganesha's `StorageException`.
+/// exception (see `hot`); it becomes Ganesha's `StorageException`.
 #[derive(Debug, Clone, Copy)]
 pub struct Unavailable(&'static str);
 
@@ -169,20 +168,8 @@ pub fn fleet_is_fresh() -> bool {
     })
 }
 
-/// The Unix time in seconds, read as PHP's `time()`, which Ganesha calls, reads it: with
-/// `gettimeofday()` (PHP's `php_time()`). Not `time(NULL)`: glibc reads that from the kernel's
-/// coarse clock, which enters a second up to a tick (a few milliseconds) after the precise one,
-/// so that right after each second began it read one second behind Ganesha's `time()`.
-pub fn unix_time() -> u64 {
-    let mut now = libc::timeval { tv_sec: 0, tv_usec: 0 };
-    // SAFETY: `now` is a valid timeval to fill; a null timezone is what POSIX asks for.
-    if unsafe { libc::gettimeofday(&mut now, std::ptr::null_mut()) } != 0 {
-        // As PHP falls back, which cannot reasonably happen.
-        // SAFETY: time(NULL) only reads the clock; the null pointer tells it not to store it.
-        return unsafe { libc::time(std::ptr::null_mut()) }.max(0) as u64;
-    }
-    now.tv_sec.max(0) as u64
-}
+/// The Unix time in seconds, as PHP's `time()` reads it.
+pub use crate::engine::unix_time;
 
 /// The settings of this process's segment, once it is set up.
 fn segment_settings() -> Option<Settings> {
