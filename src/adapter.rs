@@ -34,6 +34,8 @@ use crate::store::{Renewed, Store, StoreError, TableKind};
 use crate::table::TableError;
 use crate::window::{self, timed, CountWord, Window, WindowError};
 
+pub(crate) mod hot;
+
 /// How the counters are kept, from the strategy in Ganesha's `Context`.
 enum Strategy {
     /// `Builder::withRateStrategy()`: counts in the buckets of a sliding time window.
@@ -783,7 +785,7 @@ fn check_range(name: &'static str, value: i64, min: i64, max: i64) -> Result<(),
 
 /// The class's hot methods: see `hot`.
 fn register_hot_methods(class: ext_php_rs::builders::ClassBuilder) -> ext_php_rs::builders::ClassBuilder {
-    crate::hot::register(class)
+    hot::register(class)
 }
 
 #[cfg(test)]

@@ -13,9 +13,8 @@
 //! * [`settings`]: the INI settings and their checks;
 //! * [`process`]: this process's segment, store and clock;
 //! * [`arguments`]: the class's arguments, read as PHP reads an internal function's;
-//! * [`adapter`]: the PHP class;
-//! * [`hot`]: the handlers of the class's methods that every request calls, which the class
-//!   registers;
+//! * [`adapter`]: the PHP class, and in `adapter::hot` (a file of its own) the handlers of its
+//!   methods that every request calls;
 //! * [`module`]: what PHP registers, startup, phpinfo.
 
 use ganesha_shm_core::{circuit, fleet, segment, store, table, window};
@@ -25,7 +24,6 @@ mod arguments;
 mod context;
 mod engine;
 mod errors;
-mod hot;
 mod metrics;
 mod module;
 mod process;

@@ -23,7 +23,7 @@ use ext_php_rs::flags::{DataType, MethodFlags};
 use ext_php_rs::types::{ZendObject, Zval};
 use ext_php_rs::zend::{ce, run_handler};
 
-use crate::adapter::{configured, AbstractSlidingTimeWindowShm, Configured, Refusal};
+use super::{configured, AbstractSlidingTimeWindowShm, Configured, Refusal};
 use crate::arguments;
 use crate::context;
 use crate::engine::{self, Alone, Frame, Handler};
