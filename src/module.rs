@@ -7,9 +7,9 @@ use ext_php_rs::types::ZendHashTable;
 use ext_php_rs::zend::ModuleEntry;
 use ext_php_rs::{info_table_end, info_table_header, info_table_row, info_table_start};
 
+use crate::adapter::hot;
 use crate::engine::{self, Alone, Lifecycle};
 use crate::errors::php_error;
-use crate::adapter::hot;
 use crate::process;
 use crate::segment::Backing;
 use crate::settings;
