@@ -27,7 +27,7 @@ extension=${GANESHA_SHM_EXT:-}
 if [ -z "$extension" ]; then
     . .ci/install-deps
     cargo build --release --quiet
-    extension="$PWD/target/release/libganesha_shm.so"
+    extension="${CARGO_TARGET_DIR:-$PWD/target}/release/libganesha_shm.so"
 fi
 
 out=$(mktemp -d)

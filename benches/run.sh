@@ -37,7 +37,7 @@ if [ ! -f vendor/autoload.php ] && [ -z "${GANESHA_DIR:-}" ] && command -v compo
 fi
 
 cargo build --release --quiet
-extension="$PWD/target/release/libganesha_shm.so"
+extension="${CARGO_TARGET_DIR:-$PWD/target}/release/libganesha_shm.so"
 
 # A private redis-server, stopped on exit whatever happens.
 workdir=$(mktemp -d)

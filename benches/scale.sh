@@ -15,7 +15,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 cargo build --release --quiet
-extension="$PWD/target/release/libganesha_shm.so"
+extension="${CARGO_TARGET_DIR:-$PWD/target}/release/libganesha_shm.so"
 capacities=${CAPACITIES:-"1000 100000 1048576"}
 
 results=()

@@ -10,4 +10,5 @@ if [ ! -f vendor/autoload.php ] && [ -z "${GANESHA_DIR:-}" ] && command -v compo
     composer install --no-interaction --quiet || true
 fi
 cargo build --release
-exec php -d "extension=$PWD/target/release/libganesha_shm.so" examples/demo.php
+# Where cargo put it: CARGO_TARGET_DIR, as tests/run.sh honours it, or target/.
+exec php -d "extension=${CARGO_TARGET_DIR:-$PWD/target}/release/libganesha_shm.so" examples/demo.php
