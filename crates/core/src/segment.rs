@@ -56,6 +56,10 @@ mod header {
     /// A random number drawn when the segment is made: the fleet's name for this host, whatever
     /// the sidecar calls it (see [`super::Segment::fleet_host_id`]).
     pub const FLEET_HOST_ID: usize = 16;
+    /// The fleet sidecar's last sequence: above every call it made for this host, so that
+    /// Redis tells a late call from a new one across the sidecar's restarts (see
+    /// [`super::Segment::fleet_sequence`]). Segments made before it have 0 here, as new ones.
+    pub const FLEET_SEQUENCE: usize = 17;
     /// Header length, three cache lines; the rest is left for later versions.
     pub const WORDS: usize = 24;
 }
@@ -726,6 +730,14 @@ impl Segment {
         self.header_word(header::FLEET_HOST_ID).load(Ordering::Relaxed)
     }
 
+    /// The fleet sidecar's call sequence (the sidecar alone writes it): each call the sidecar
+    /// makes to Redis carries a number above the last, which Redis keeps per host, so that a
+    /// call delivered late, or again, is refused. Kept in the segment, which is the host, so
+    /// that it goes on across the sidecar's restarts.
+    pub fn fleet_sequence(&self) -> &AtomicU64 {
+        &self.words()[header::FLEET_SEQUENCE]
+    }
+
     /// The [`FLEET_WORDS`] words of the fleet sidecar's state: the sidecar writes them, any
     /// process reads them.
     pub fn fleet_words(&self) -> &[AtomicU64] {
@@ -815,7 +827,8 @@ pub mod guard {
         for (index, (word, value)) in HEADER.iter().zip(&segment.words()[..header::WORDS]).enumerate() {
             // The fleet's state is left out: a segment restored from this copy has no fleet view
             // until the sidecar syncs again, rather than one that looks as fresh as at startup.
-            let fleet = (header::FLEET_SYNC..header::FLEET_SYNC + super::FLEET_WORDS).contains(&index);
+            let fleet = (header::FLEET_SYNC..header::FLEET_SYNC + super::FLEET_WORDS).contains(&index)
+                || index == header::FLEET_SEQUENCE;
             // Relaxed: read and written before the handler is installed.
             word.store(if fleet { 0 } else { value.load(Ordering::Relaxed) }, Ordering::Relaxed);
         }

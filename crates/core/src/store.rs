@@ -51,9 +51,11 @@ pub const fn counter_payload_words(ring: Ring, fleet: bool) -> usize {
 /// last payload word, so that the sidecar can name each bucket by its start time and
 /// duration: the ring alone says neither. Written by the adapter when a write renews the slot
 /// (so within 1/16 of the slot's lifetime of a change of window), and by the sidecar for the
-/// counters it creates. The word has a bucket word's shape, the claim's generation on top: the
-/// window's bucket count in the lap's bits, the bucket duration in the count's; the empty
-/// word a claim leaves, a duration of 0, is no window.
+/// counters it creates. The word has a bucket word's shape, the claim's generation on top: in
+/// the lap's bits, the window's bucket count (the low 8) and how many times the counter was
+/// reset ([`FleetWindow::RESETS`], the 12 above, wrapping), so that the sidecar tells a reset
+/// from counts it can no longer read (its clock moved); the bucket duration in the count's.
+/// The empty word a claim leaves, a duration of 0, is no window.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FleetWindow {
     pub bucket_duration: u64,
@@ -65,13 +67,20 @@ impl FleetWindow {
         Self { bucket_duration: window.bucket_duration(), window_buckets: window.window_buckets() }
     }
 
-    fn word(self, generation: u16) -> u64 {
-        BucketWord::holding(generation, Lap::new(self.window_buckets), self.bucket_duration).0
+    /// Resets a window word counts up to, wrapping to 0.
+    pub const RESETS: u16 = 1 << 12;
+
+    fn word(self, generation: u16, resets: u16) -> u64 {
+        let lap = u64::from(resets % Self::RESETS) << 8 | self.window_buckets;
+        BucketWord::holding(generation, Lap::new(lap), self.bucket_duration).0
     }
 
-    fn read(word: u64) -> Option<Self> {
+    /// The window of a window word, and its resets.
+    fn read(word: u64) -> Option<(Self, u16)> {
         let word = BucketWord(word);
-        (word.count() > 0).then(|| Self { bucket_duration: word.count(), window_buckets: word.lap().number() })
+        let lap = word.lap().number();
+        let window = Self { bucket_duration: word.count(), window_buckets: lap & 0xff };
+        (window.bucket_duration > 0).then_some((window, (lap >> 8) as u16))
     }
 
     /// The bucket number of `now`.
@@ -231,6 +240,9 @@ pub struct OwnBuckets {
     pub key: Vec<u8>,
     /// The window its buckets are counted in.
     pub window: FleetWindow,
+    /// How many times it was reset (`clear`), modulo [`FleetWindow::RESETS`]: a change tells
+    /// the sidecar that its counts went down because they were reset.
+    pub resets: u16,
     /// `(bucket start, count)` of each bucket with events from the oldest a window may still
     /// read to the next, oldest first (unix seconds, on this host's clock).
     pub buckets: Vec<(u64, u64)>,
@@ -426,8 +438,8 @@ impl<'a> Store<'a> {
     }
 
     /// Every live counter's own buckets that hold events in the buckets a window may still read,
-    /// named by their start (fleet mode's export): the counters whose window is noted, so not
-    /// the Count strategy's, which have no buckets.
+    /// named by their start (fleet mode's export), with none for a counter reset since: the
+    /// counters whose window is noted, so not the Count strategy's, which have no buckets.
     pub fn own_buckets(&self, now: u64) -> Vec<OwnBuckets> {
         let Some(window_at) = self.fleet_window_at() else { return Vec::new() };
         self.counters
@@ -440,7 +452,7 @@ impl<'a> Store<'a> {
                 if window_word.generation() != generation {
                     return None;
                 }
-                let window = FleetWindow::read(window_word.0)?;
+                let (window, resets) = FleetWindow::read(window_word.0)?;
                 let ring = &entry.payload()[RING..];
                 let buckets: Vec<_> = self
                     .ring_range(window, now)
@@ -451,7 +463,12 @@ impl<'a> Store<'a> {
                         (count > 0).then(|| (bucket * window.bucket_duration, count))
                     })
                     .collect();
-                (!buckets.is_empty() && entry.is_current()).then_some(OwnBuckets { key, window, buckets })
+                (entry.is_current() && (!buckets.is_empty() || resets != 0)).then_some(OwnBuckets {
+                    key,
+                    window,
+                    resets,
+                    buckets,
+                })
             })
             .collect()
     }
@@ -591,10 +608,17 @@ impl<'a> Store<'a> {
         // reader, which reads the expiry first, then sees the value as it was or the expiry
         // absent. (A save racing the clear may still leave a live expiry over the emptied
         // value: `read_timed` takes an empty value for absent.)
+        let window_at = self.fleet_window_at().filter(|_| kind == TableKind::Counters);
         for (index, word) in entry.payload().iter().enumerate().rev().filter(|(index, _)| !kept.contains(index)) {
-            let empty = init(index, generation);
-            // A word of another claim stays as it is: the slot is no longer this key's.
-            if !update_word(word, &entry, |current| belongs(index, current, generation, kind).then_some(empty)) {
+            // A word of another claim stays as it is: the slot is no longer this key's. The
+            // window of a fleet counter stays, counting the reset.
+            let emptied = |current: u64| {
+                belongs(index, current, generation, kind).then(|| match window_at {
+                    Some(at) if at == index => cleared_window(current, generation),
+                    _ => init(index, generation),
+                })
+            };
+            if !update_word(word, &entry, emptied) {
                 return Ok(());
             }
         }
@@ -861,10 +885,21 @@ fn update_word(word: &AtomicU64, entry: &Entry<'_>, next: impl Fn(u64) -> Option
 /// Notes `window` in the fleet window word of `entry` (payload word `at`), unless it holds it.
 fn note_window(entry: &Entry<'_>, at: usize, window: FleetWindow) {
     let generation = BucketWord::generation_of(entry.generation());
-    let next = window.word(generation);
     update_word(&entry.payload()[at], entry, |word| {
+        // The resets go on with the new window.
+        let resets = FleetWindow::read(word).map_or(0, |(_, resets)| resets);
+        let next = window.word(generation, resets);
         (BucketWord(word).generation() == generation && word != next).then_some(next)
     });
+}
+
+/// What a clear leaves in a counter's window word `word` of the claim of `generation`: a window
+/// noted stays, with one more reset; else an empty word.
+fn cleared_window(word: u64, generation: u32) -> u64 {
+    match FleetWindow::read(word) {
+        Some((window, resets)) => window.word(BucketWord::generation_of(generation), resets.wrapping_add(1)),
+        None => BucketWord::empty(generation).0,
+    }
 }
 
 /// One more in a total word of `entry`'s claim; false when the slot is no longer its.
@@ -1016,6 +1051,37 @@ mod tests {
         store.write_fleet_buckets(b"fresh", now, now + 100, fleet_window, &fleet, true).unwrap();
         assert_eq!(store.load_with_fleet(b"fresh", &window, now).unwrap(), (0, 5));
         assert!(store.own_buckets(now).iter().all(|own| own.key != b"fresh"), "nothing of its own to publish");
+    }
+
+    #[test]
+    fn a_reset_is_counted_in_the_window_word_and_exported_with_no_buckets() {
+        let segment = fleet_segment(4);
+        let store = Store::new(&segment);
+        let (window, longer) = (window(60, Some(10)), window(120, Some(10)));
+        let now = 1_000_000;
+        store.increment(b"k", &window, now).unwrap();
+        store.note_fleet_window(b"k", &window).unwrap();
+        assert_eq!(store.own_buckets(now)[0].resets, 0);
+
+        store.clear(TableKind::Counters, b"k").unwrap();
+        let own = store.own_buckets(now);
+        assert_eq!(own.len(), 1, "a counter reset is exported, to say so");
+        assert_eq!((own[0].resets, own[0].buckets.len()), (1, 0));
+        assert_eq!(own[0].window, FleetWindow::of(&window), "the window stays");
+        assert_eq!(store.load(b"k", &window, now).unwrap(), 0);
+
+        // Counting again, and a window noted again (another one, a deploy), keep the resets.
+        store.increment(b"k", &window, now).unwrap();
+        store.note_fleet_window(b"k", &longer).unwrap();
+        let own = store.own_buckets(now);
+        assert_eq!((own[0].resets, own[0].window), (1, FleetWindow::of(&longer)));
+        store.clear(TableKind::Counters, b"k").unwrap();
+        assert_eq!(store.own_buckets(now)[0].resets, 2);
+
+        // A counter never noted (no window) is cleared to nothing, as without fleet mode.
+        store.increment(b"plain", &window, now).unwrap();
+        store.clear(TableKind::Counters, b"plain").unwrap();
+        assert!(store.own_buckets(now).iter().all(|own| own.key != b"plain"));
     }
 
     #[test]
