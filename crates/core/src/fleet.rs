@@ -7,11 +7,13 @@
 //! * A bucket is named by its start (unix seconds, on the clock of the host that counted it) and
 //!   its duration, never by a ring position: hosts with other windows, and hosts whose clocks
 //!   differ, never write over each other's buckets.
-//! * Redis keeps, per service, the fleet's sum of each bucket ([`sums_key`]) beside each host's
-//!   own counts ([`host_key`]), maintained on the server by one script that sets a host's count
-//!   and moves the sum by the difference, so that a write repeated or retried changes nothing.
-//!   A host reads the sums of the services it counts, and only when they changed, and takes
-//!   off what it published itself: a sync costs the same whatever the number of hosts.
+//! * Redis keeps one hash per shard of the fleet's services ([`shard_key`]): for each bucket,
+//!   the fleet's sums of the shard's services and each host's own counts, packed, beside the
+//!   shard's birth, version and index, maintained by one script that sets a host's counts and
+//!   moves the sums by the difference in one write, so that a call repeated, retried or
+//!   delivered late changes nothing, and whatever Redis loses of a shard it loses whole. A host
+//!   reads the sums of the buckets that changed, and takes off what it published itself: a sync
+//!   costs the same whatever the number of hosts.
 //! * The sidecar writes the other hosts' counts into the fleet ring of this host's counter
 //!   slots (`Store::write_fleet_buckets`), then records the sync in the header ([`SyncState`]).
 //! * A load in fleet mode adds the fleet ring to its own only while the last sync is at most two
@@ -33,7 +35,7 @@ pub const SHARDS: u32 = 16;
 pub const MAX_COUNT: u64 = (1 << 28) - 1;
 
 /// What every key of this format starts with; keys of an earlier format are never read.
-const PREFIX: &str = "ganesha-shm:2:";
+const PREFIX: &str = "ganesha-shm:3:";
 
 /// What the sidecar last did, as the header keeps it: three words the sidecar writes and any
 /// process reads.
@@ -123,47 +125,11 @@ pub fn host_id_text(id: u64) -> String {
     format!("{id:016x}")
 }
 
-/// The hash tag of a shard: `{<fleet>:<shard>}`, so that a shard's keys are on one node.
-fn shard_tag(fleet: &str, shard: u32) -> String {
-    format!("{PREFIX}{{{fleet}:{shard}}}")
-}
-
-/// The keys of a shard the sync script keeps: its version (a counter moved by every sync
-/// that changes a sum of the shard, so that a host finds in one read that nobody changed
-/// anything), its changes (a sorted set of the services, each scored with the version that
-/// last changed it, so that a host reads only what changed), and its hosts (a set of the ids
-/// of the hosts that published in it, for recounting a sum found wrong).
-pub fn shard_keys(fleet: &str, shard: u32) -> [Vec<u8>; 3] {
-    let tag = shard_tag(fleet, shard);
-    [format!("{tag}:v"), format!("{tag}:c"), format!("{tag}:hosts")].map(String::into_bytes)
-}
-
-/// The fleet's sums of one service's buckets: a hash of [`bucket_field`]s, and `v`, the
-/// version of the sums, moved by every change of one.
-pub fn sums_key(fleet: &str, service: &[u8]) -> Vec<u8> {
-    [sums_key_prefix(fleet, shard_of(service)), service.to_vec()].concat()
-}
-
-/// What the sums keys of a shard are called, but the service.
-pub fn sums_key_prefix(fleet: &str, shard: u32) -> Vec<u8> {
-    format!("{}:s:", shard_tag(fleet, shard)).into_bytes()
-}
-
-/// What the hosts' keys of a shard are called, but the host's id.
-pub fn host_key_prefix(fleet: &str, shard: u32) -> Vec<u8> {
-    format!("{}:h:", shard_tag(fleet, shard)).into_bytes()
-}
-
-/// One host's own counts of the services of one shard: a hash of `<bucket field>:<service>`.
-pub fn host_key(fleet: &str, shard: u32, host_id: u64) -> Vec<u8> {
-    [host_key_prefix(fleet, shard), host_id_text(host_id).into_bytes()].concat()
-}
-
-/// The bucket and the service a field of a host's key names.
-pub fn parse_host_field(field: &[u8]) -> Option<(BucketName, &[u8])> {
-    let mut colons = field.iter().enumerate().filter(|(_, &byte)| byte == b':').map(|(at, _)| at);
-    let third = colons.nth(2)?;
-    Some((parse_bucket_field(&field[..third])?, &field[third + 1..]))
+/// The one key of a shard: a hash of everything the fleet keeps of the shard's services
+/// (see the sync script, `crates/fleet/src/sync.lua`), tagged `{<fleet>:<shard>}` so that a
+/// Redis Cluster keeps each shard on one node.
+pub fn shard_key(fleet: &str, shard: u32) -> Vec<u8> {
+    format!("{PREFIX}{{{fleet}:{shard}}}").into_bytes()
 }
 
 /// The fleet's live hosts: a sorted set of host ids, each scored with Redis's time of its last
@@ -178,48 +144,32 @@ pub fn name_key(fleet: &str, name: &str) -> Vec<u8> {
     format!("{PREFIX}{{{fleet}}}:name:{name}").into_bytes()
 }
 
-/// A bucket of one counter, as Redis names it.
+/// A bucket, as Redis names it: its duration and its start, whatever ring holds it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct BucketName {
+pub struct Bucket {
     /// Seconds.
     pub duration: u64,
-    /// The counter's place in the sidecar's `--suffixes` (0 success, 1 failure, 2 rejection).
-    pub counter: u8,
     /// Unix seconds, on the clock of the host that counted it.
     pub start: u64,
 }
 
-/// The hash field of a bucket: `<duration>:<counter>:<start>`.
-pub fn bucket_field(bucket: BucketName) -> String {
-    format!("{}:{}:{}", bucket.duration, bucket.counter, bucket.start)
+/// The name of a bucket in its shard's hash: `<duration>:<start>`.
+pub fn bucket_field(bucket: Bucket) -> String {
+    format!("{}:{}", bucket.duration, bucket.start)
 }
 
-/// The bucket a field names; `None` for any other field, the script's own included.
-pub fn parse_bucket_field(field: &[u8]) -> Option<BucketName> {
+/// The bucket a field names; `None` for anything else.
+pub fn parse_bucket_field(field: &[u8]) -> Option<Bucket> {
     let text = std::str::from_utf8(field).ok()?;
-    let mut parts = text.split(':');
-    let number = |part: Option<&str>| -> Option<u64> {
-        let part = part?;
+    let (duration, start) = text.split_once(':')?;
+    let number = |part: &str| -> Option<u64> {
         // Digits only: no sign, no spaces, no leading zero but "0", so that one bucket has one name.
         (!part.is_empty() && part.bytes().all(|b| b.is_ascii_digit()) && (part == "0" || !part.starts_with('0')))
             .then(|| part.parse().ok())
             .flatten()
     };
-    let (duration, counter, start) = (number(parts.next())?, number(parts.next())?, number(parts.next())?);
-    (parts.next().is_none() && duration > 0 && counter < 3).then_some(BucketName {
-        duration,
-        counter: counter as u8,
-        start,
-    })
-}
-
-/// A count as Redis holds it: a decimal from 0 to [`MAX_COUNT`]; `None` for anything else.
-pub fn parse_count(value: &[u8]) -> Option<u64> {
-    let text = std::str::from_utf8(value).ok()?;
-    (!text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()))
-        .then(|| text.parse().ok())
-        .flatten()
-        .filter(|&count| count <= MAX_COUNT)
+    let (duration, start) = (number(duration)?, number(start)?);
+    (duration > 0).then_some(Bucket { duration, start })
 }
 
 /// The counter a key is, of its service: the key without the first of `suffixes` it ends
@@ -261,22 +211,20 @@ mod tests {
 
     #[test]
     fn a_bucket_field_parses_to_what_was_written_and_nothing_else_parses() {
-        let bucket = BucketName { duration: 2, counter: 1, start: 1_800_000_000 };
-        assert_eq!(bucket_field(bucket), "2:1:1800000000");
+        let bucket = Bucket { duration: 2, start: 1_800_000_000 };
+        assert_eq!(bucket_field(bucket), "2:1800000000");
         assert_eq!(parse_bucket_field(bucket_field(bucket).as_bytes()), Some(bucket));
         for bad in [
             &b""[..],
             b"v",
-            b"c",
-            b"x:2:1800000000",
-            b"0:1:5",
-            b"2:3:5",
-            b"2:1",
-            b"2:1:5:6",
-            b"2:1:-5",
-            b"2:1:05",
-            b"2:1: 5",
-            b"2:1:99999999999999999999",
+            b"x:1800000000",
+            b"0:5",
+            b"2",
+            b"2:1:5",
+            b"2:-5",
+            b"2:05",
+            b"2: 5",
+            b"2:99999999999999999999",
             b"\xff",
         ] {
             assert_eq!(parse_bucket_field(bad), None, "{:?}", String::from_utf8_lossy(bad));
@@ -284,42 +232,13 @@ mod tests {
     }
 
     #[test]
-    fn a_count_out_of_range_or_not_a_number_is_none() {
-        assert_eq!(parse_count(b"0"), Some(0));
-        assert_eq!(parse_count(b"42"), Some(42));
-        assert_eq!(parse_count(MAX_COUNT.to_string().as_bytes()), Some(MAX_COUNT));
-        for bad in [&b""[..], b"-1", b"1.5", b"1e3", b" 1", b"abc"] {
-            assert_eq!(parse_count(bad), None, "{:?}", String::from_utf8_lossy(bad));
-        }
-        assert_eq!(parse_count((MAX_COUNT + 1).to_string().as_bytes()), None);
-    }
-
-    #[test]
-    fn a_services_keys_share_one_hash_tag_and_name_the_host_by_its_id() {
-        let service = b"ganesha_db";
-        let shard = shard_of(service);
-        let tag = format!("ganesha-shm:2:{{shop:{shard}}}");
-        assert_eq!(sums_key("shop", service), format!("{tag}:s:ganesha_db").into_bytes());
-        assert_eq!(
-            shard_keys("shop", shard),
-            [format!("{tag}:v"), format!("{tag}:c"), format!("{tag}:hosts")].map(String::into_bytes)
-        );
-        assert_eq!(host_key("shop", shard, 0xab), format!("{tag}:h:00000000000000ab").into_bytes());
-        assert!(host_key("shop", shard, 7).starts_with(&host_key_prefix("shop", shard)));
-        assert_eq!(hosts_key("shop"), b"ganesha-shm:2:{shop}:hosts");
-        assert_eq!(name_key("shop", "web1"), b"ganesha-shm:2:{shop}:name:web1");
+    fn a_shards_key_carries_its_hash_tag() {
+        let shard = shard_of(b"ganesha_db");
+        assert_eq!(shard_key("shop", shard), format!("ganesha-shm:3:{{shop:{shard}}}").into_bytes());
+        assert_eq!(hosts_key("shop"), b"ganesha-shm:3:{shop}:hosts");
+        assert_eq!(name_key("shop", "web1"), b"ganesha-shm:3:{shop}:name:web1");
         let shards: std::collections::BTreeSet<u32> = (0..200).map(|i| shard_of(format!("s{i}").as_bytes())).collect();
         assert_eq!(shards.len(), SHARDS as usize, "services spread over every shard");
-    }
-
-    #[test]
-    fn a_host_field_names_its_bucket_and_service() {
-        let bucket = BucketName { duration: 1, counter: 2, start: 1_800_000_000 };
-        let field = format!("{}:svc:with:colons", bucket_field(bucket));
-        assert_eq!(parse_host_field(field.as_bytes()), Some((bucket, &b"svc:with:colons"[..])));
-        assert_eq!(parse_host_field(b"1:2:3:"), Some((BucketName { duration: 1, counter: 2, start: 3 }, &b""[..])));
-        assert_eq!(parse_host_field(b"1:2:3"), None);
-        assert_eq!(parse_host_field(b"1:9:3:svc"), None);
     }
 
     #[test]

@@ -15,6 +15,27 @@ pub struct Link {
     /// Where it is connected, for the log: the master a Sentinel named, else nothing more than
     /// the configuration says.
     pub master: Option<String>,
+    /// What Redis says of its memory (`INFO memory`, which managed services allow), when it says.
+    pub memory: Option<Memory>,
+}
+
+/// Redis's memory limit and what it does when it reaches it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Memory {
+    /// Bytes; 0 for no limit.
+    pub maxmemory: u64,
+    /// `noeviction`, `allkeys-lru`, `volatile-ttl`, ….
+    pub policy: String,
+}
+
+impl Memory {
+    /// From the text of `INFO memory` (a cluster's nodes each give theirs; the first is taken).
+    fn parse(info: &str) -> Option<Self> {
+        let field = |name: &str| {
+            info.lines().find_map(|line| line.strip_prefix(name).and_then(|rest| rest.strip_prefix(':'))).map(str::trim)
+        };
+        Some(Self { maxmemory: field("maxmemory")?.parse().ok()?, policy: field("maxmemory_policy")?.to_string() })
+    }
 }
 
 enum Connection {
@@ -41,13 +62,15 @@ impl Link {
                 connection.set_read_timeout(Some(config.command_timeout))?;
                 connection.set_write_timeout(Some(config.command_timeout))?;
                 let script = load.query(&mut connection)?;
-                Ok(Self { connection: Connection::Cluster(connection), script, master: None })
+                let memory = info_memory(&mut connection);
+                Ok(Self { connection: Connection::Cluster(connection), script, master: None, memory })
             }
             Topology::Server => {
                 let info = config.redis.as_str().into_connection_info()?;
                 let mut connection = open(config, info, certificates.as_ref())?;
                 let script = load.query(&mut connection)?;
-                Ok(Self { connection: Connection::Server(connection), script, master: None })
+                let memory = info_memory(&mut connection);
+                Ok(Self { connection: Connection::Server(connection), script, master: None, memory })
             }
             Topology::Sentinel { master, user, password } => {
                 let (mut connection, address) = sentinel_master(
@@ -59,7 +82,8 @@ impl Link {
                     sentinel_first,
                 )?;
                 let script = load.query(&mut connection)?;
-                Ok(Self { connection: Connection::Server(connection), script, master: Some(address) })
+                let memory = info_memory(&mut connection);
+                Ok(Self { connection: Connection::Server(connection), script, master: Some(address), memory })
             }
         }
     }
@@ -87,6 +111,13 @@ impl Link {
             }
         }
     }
+}
+
+/// What `INFO memory` says, on any connection; nothing when it is refused (an ACL without
+/// `+info`) or says nothing of it.
+fn info_memory(connection: &mut impl redis::ConnectionLike) -> Option<Memory> {
+    let info: String = redis::cmd("INFO").arg("memory").query(connection).ok()?;
+    Memory::parse(&info)
 }
 
 /// The CA, certificate and key files, read at each connection so that renewed ones are used
@@ -201,5 +232,17 @@ fn master_named_by(
             "the server it names is not a master (a failover under way)",
             address,
         ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Memory;
+
+    #[test]
+    fn info_memory_gives_the_limit_and_the_policy() {
+        let info = "# Memory\r\nused_memory:1000\r\nmaxmemory:104857600\r\nmaxmemory_human:100.00M\r\nmaxmemory_policy:allkeys-lru\r\n";
+        assert_eq!(Memory::parse(info), Some(Memory { maxmemory: 104_857_600, policy: "allkeys-lru".into() }));
+        assert_eq!(Memory::parse("# Memory\r\nused_memory:1000\r\n"), None);
     }
 }

@@ -9,6 +9,7 @@
 mod config;
 mod link;
 mod man;
+mod packed;
 mod sync;
 
 use std::collections::HashSet;
@@ -123,6 +124,7 @@ fn run(config: Config) -> ExitCode {
     let mut sentinel_first = 0;
     let mut retry = Retry::new(interval);
     let mut events = Events::default();
+    let mut eviction = Eviction::default();
     let mut synced: u64 = 0;
     let mut next = Instant::now();
     while !STOP.load(Ordering::Relaxed) {
@@ -144,7 +146,7 @@ fn run(config: Config) -> ExitCode {
                 // The guard goes with the mapping; the next one is guarded afresh.
                 guard::uninstall();
                 attached = None;
-                syncer.forget_published();
+                syncer.forget();
             }
         }
         if attached.is_none() {
@@ -169,9 +171,13 @@ fn run(config: Config) -> ExitCode {
                         None if retry.failures == 0 => log(&format!("connected to {}", config.redis_for_log())),
                         None => {}
                     }
+                    if let Some(line) = eviction.noticed(&connected.memory) {
+                        log(&line);
+                    }
                     link = Some(connected);
-                    // Redis may have restarted empty meanwhile: publish everything again.
-                    syncer.forget_published();
+                    // Redis may have restarted empty, or failed over, meanwhile: each shard's
+                    // birth tells at its next call.
+                    syncer.reconnected();
                 }
                 Err(error) => {
                     let line = format!("cannot connect to {}: {}", config.redis_for_log(), explained(&error));
@@ -182,15 +188,23 @@ fn run(config: Config) -> ExitCode {
         }
         let now = unix_time();
         let cpu = cpu_time();
-        match syncer.sync(link.as_mut().expect("connected above"), &store, now) {
+        match syncer.sync(link.as_mut().expect("connected above"), &store, segment.fleet_sequence(), now) {
+            Ok(report) if !report.complete => {
+                // Some shards did not sync (Redis out of memory, or refusing this host's calls as
+                // late): their services' counts are not refreshed, so none decides.
+                events.report(&config, &report);
+                let line = format!("could not sync with {}: {}", config.redis_for_log(), incomplete(&report));
+                next = started + retry.failed(&line, words, state);
+            }
             Ok(report) => {
                 if let Some(limit) = config.syncs {
                     synced += 1;
                     println!(
-                        "sync {synced}: {} round trips, {} published, {} republished, {} services, {} hosts, {} written, {:.1} ms, {:.1} ms of CPU",
+                        "sync {synced}: {} round trips, {} buckets published, {} shards published again, {} recounted, {} services, {} hosts, {} written, {:.1} ms, {:.1} ms of CPU",
                         report.round_trips,
                         report.published,
-                        report.republished,
+                        report.lost_shards,
+                        report.recounted,
                         report.services,
                         report.hosts,
                         report.written,
@@ -219,6 +233,7 @@ fn run(config: Config) -> ExitCode {
             }
             Err(error) => {
                 let what = if refused(&error) { "refused by" } else { "lost" };
+                // The state of a connection whose reply timed out is not known: a new one.
                 let line = format!("{what} {}: {}", config.redis_for_log(), explained(&error));
                 next = started + retry.failed(&line, words, state);
                 link = None;
@@ -231,6 +246,60 @@ fn run(config: Config) -> ExitCode {
     }
     log("stopping: the fleet's counts no longer decide on this host");
     ExitCode::SUCCESS
+}
+
+/// Why a sync did not sync every shard, in words.
+fn incomplete(report: &crate::sync::Report) -> String {
+    let mut why = Vec::new();
+    if !report.unwritten.is_empty() {
+        why.push(format!(
+            "Redis could not write {} (out of memory, evicting nothing: raise maxmemory, or see docs/fleet.md, \"Redis's memory\")",
+            report.unwritten.join(", ")
+        ));
+    }
+    if report.stale > 0 {
+        why.push(
+            "Redis refused this host's calls twice as older than one it applied (another sidecar syncs this segment?)"
+                .to_string(),
+        );
+    }
+    if report.lost_shards > 0 {
+        why.push("Redis lost shards again while they were published".to_string());
+    }
+    if why.is_empty() {
+        why.push("some shards did not sync".to_string());
+    }
+    why.join("; ")
+}
+
+/// What was said of Redis's memory policy, so that it is said once, and again only when it
+/// changes (a failover to a server set otherwise).
+#[derive(Default)]
+struct Eviction {
+    said: Option<crate::link::Memory>,
+}
+
+impl Eviction {
+    /// The line to log for `memory`, once: where Redis may evict the fleet's keys when full.
+    fn noticed(&mut self, memory: &Option<crate::link::Memory>) -> Option<String> {
+        let memory = memory.as_ref()?;
+        if self.said.as_ref() == Some(memory) {
+            return None;
+        }
+        self.said = Some(memory.clone());
+        if memory.maxmemory == 0 || memory.policy == "noeviction" {
+            return None;
+        }
+        let how = if memory.policy.starts_with("volatile") {
+            "it evicts keys with a lifetime, and every key of the fleet has one: the fleet's shards go before keys kept for ever"
+        } else {
+            "it evicts the keys it picks, the fleet's shards among them"
+        };
+        Some(format!(
+            "Redis evicts keys when it reaches maxmemory ({} bytes, maxmemory-policy {}): {how}; a shard evicted is published again by every host at its next sync, and counts are short meanwhile (docs/fleet.md, \"Redis's memory\")",
+            memory.maxmemory, memory.policy
+        ))
+    }
 }
 
 /// What Redis or the connection said, with what to do where the error alone does not say it.
@@ -252,6 +321,9 @@ fn explained(error: &redis::RedisError) -> String {
         .find(|(reason, _)| text.contains(reason))
         .map_or("", |(_, why)| why);
         format!("TLS: the server's certificate does not verify{why} ({text})")
+    } else if error.is_timeout() {
+        "no reply within the command timeout (--command-timeout-ms): Redis is hung, overloaded, or unreachable"
+            .to_string()
     } else if text.contains("close_notify") {
         // rustls's words for a TLS server gone (killed, or its connection cut), with a link.
         "the server closed the TLS connection".to_string()
@@ -289,6 +361,8 @@ struct Events {
     logged: HashSet<Vec<u8>>,
     /// Whether the clock-ahead line was logged, since the last sync that shared every bucket.
     ahead_logged: bool,
+    /// Whether the line on calls refused as late was logged.
+    stale_logged: bool,
     limiter: Limiter,
 }
 
@@ -303,10 +377,18 @@ impl Events {
 
     fn report(&mut self, config: &Config, report: &crate::sync::Report) {
         if report.lost_shards > 0 {
-            // Anyone who can write Redis can flush it: rate-limited.
+            // Anyone who can write Redis can flush it, and an eviction is not this host's doing:
+            // rate-limited.
             self.limiter.log(&format!(
-                "Redis lost what this host published in {} of its shards (flushed?): publishing it again",
+                "Redis lost what this host published in {} of its shards (evicted, flushed, or a failover): published again",
                 report.lost_shards
+            ));
+        }
+        if report.stale > 0 && !self.stale_logged {
+            self.stale_logged = true;
+            self.limiter.log(&format!(
+                "Redis refused {} calls as older than one it applied for this host: another sidecar syncs this segment (or a copy of it, which has its id), or a call was delivered late",
+                report.stale
             ));
         }
         for id in &report.namesakes {
@@ -338,15 +420,24 @@ impl Events {
             self.ahead_logged = false;
         }
         // Data anyone who can write Redis may put there: rate-limited, each key once.
-        for (service, why) in &report.unusable {
-            if self.first([&b"unusable "[..], service].concat()) {
-                self.limiter.log(&format!("skipped the service \"{}\": {why}", String::from_utf8_lossy(service)));
+        for key in &report.foreign {
+            if self.first([&b"foreign "[..], key].concat()) {
+                self.limiter.log(&format!(
+                    "skipped the shard \"{}\": the key is not a hash, so not ganesha-shm's (its services decide alone)",
+                    String::from_utf8_lossy(key)
+                ));
             }
         }
-        for (key, fields) in &report.bad_fields {
-            if self.first([&b"fields "[..], key].concat()) {
+        if report.recounted > 0 {
+            self.limiter.log(&format!(
+                "recounted {} sums from every host's counts: they were lost, or not counts (written by someone else)",
+                report.recounted
+            ));
+        }
+        for (key, rows) in &report.bad_rows {
+            if self.first([&b"rows "[..], key].concat()) {
                 self.limiter.log(&format!(
-                    "skipped {fields} fields of \"{}\" that are not a bucket's count",
+                    "skipped {rows} rows or fields of \"{}\" that are not counts",
                     String::from_utf8_lossy(key)
                 ));
             }
@@ -398,16 +489,30 @@ impl Limiter {
 }
 
 /// Failed syncs in a row, and the wait before the next attempt: from 100 ms, doubling up to one
-/// interval, so that the view is back within two intervals of Redis answering again.
+/// interval, so that the view is back within two intervals of Redis answering again; each wait
+/// drawn between half and all of that, so that a fleet whose Redis came back does not reconnect
+/// and republish in step.
 struct Retry {
     failures: u64,
     backoff: Duration,
     interval: Duration,
+    /// xorshift64's state, seeded from the pid and the clock.
+    random: u64,
 }
 
 impl Retry {
     fn new(interval: Duration) -> Self {
-        Self { failures: 0, backoff: Self::first(interval), interval }
+        let seed = u64::from(std::process::id()) << 32
+            ^ SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default().subsec_nanos() as u64;
+        Self { failures: 0, backoff: Self::first(interval), interval, random: seed | 1 }
+    }
+
+    /// A number in [0, 1).
+    fn draw(&mut self) -> f64 {
+        self.random ^= self.random << 13;
+        self.random ^= self.random >> 7;
+        self.random ^= self.random << 17;
+        (self.random >> 11) as f64 / (1u64 << 53) as f64
     }
 
     fn first(interval: Duration) -> Duration {
@@ -422,7 +527,7 @@ impl Retry {
         }
         self.failures += 1;
         SyncState { errors: state.errors + 1, ..state }.write(words);
-        let wait = self.backoff;
+        let wait = self.backoff.mul_f64(0.5 + self.draw() / 2.0);
         self.backoff = (self.backoff * 2).min(self.interval);
         wait
     }
@@ -503,18 +608,47 @@ fn civil_date(days: i64) -> (i64, u32, u32) {
 mod tests {
     #[test]
     fn a_refusal_is_said_once_with_the_right_it_lacks() {
-        let pipeline = "Pipeline failures: [(Index 0, error: NoPerm: fleet mode needs the right +zadd, on the keys of \
-                        its fleet such as ganesha-shm:2:{shop:1}:c script: 5ed9, on @user_script:102.), (Index 1, \
-                        error: NoPerm: fleet mode needs the right +zadd, on the keys of its fleet such as \
-                        ganesha-shm:2:{shop:4}:c script: 5ed9)]";
+        let pipeline = "Pipeline failures: [(Index 0, error: NoPerm: fleet mode needs the right +hset, on the keys of \
+                        its fleet such as ganesha-shm:3:{shop:1} script: 5ed9, on @user_script:102.), (Index 1, \
+                        error: NoPerm: fleet mode needs the right +hset, on the keys of its fleet such as \
+                        ganesha-shm:3:{shop:4} script: 5ed9)]";
         assert_eq!(
             super::first_refusal(pipeline),
-            "fleet mode needs the right +zadd, on the keys of its fleet such as ganesha-shm:2:{shop:1}:c"
+            "fleet mode needs the right +hset, on the keys of its fleet such as ganesha-shm:3:{shop:1}"
         );
         let beside =
             "Pipeline failure: [(Index 5, error: NoPerm: this user has no permissions to run the 'zadd' command)]";
         assert_eq!(super::first_refusal(beside), "no permissions to run the 'zadd' command");
         assert_eq!(super::first_refusal("something else"), "something else");
+    }
+
+    #[test]
+    fn an_eviction_policy_is_said_once_where_it_can_evict_the_fleets_keys() {
+        use crate::link::Memory;
+        let memory = |maxmemory: u64, policy: &str| Some(Memory { maxmemory, policy: policy.to_string() });
+        let mut eviction = super::Eviction::default();
+        assert_eq!(eviction.noticed(&None), None, "INFO refused: nothing said");
+        assert_eq!(eviction.noticed(&memory(0, "allkeys-lru")), None, "no limit: nothing evicted");
+        assert_eq!(eviction.noticed(&memory(1 << 20, "noeviction")), None);
+        let line = eviction.noticed(&memory(1 << 20, "allkeys-lru")).unwrap();
+        assert!(line.contains("1048576 bytes, maxmemory-policy allkeys-lru"), "{line}");
+        assert_eq!(eviction.noticed(&memory(1 << 20, "allkeys-lru")), None, "once");
+        let line = eviction.noticed(&memory(1 << 20, "volatile-ttl")).unwrap();
+        assert!(line.contains("the fleet's shards go before keys kept for ever"), "{line}");
+    }
+
+    #[test]
+    fn retries_wait_between_half_and_all_of_the_backoff() {
+        let words: Vec<std::sync::atomic::AtomicU64> = (0..3).map(|_| Default::default()).collect();
+        let mut retry = super::Retry::new(std::time::Duration::from_secs(1));
+        let mut waits = Vec::new();
+        for _ in 0..200 {
+            waits.push(retry.failed("lost", &words, Default::default()));
+            retry.succeeded();
+        }
+        let (least, most) = (waits.iter().min().unwrap(), waits.iter().max().unwrap());
+        assert!(least.as_millis() >= 50 && most.as_millis() <= 100, "{least:?} to {most:?}");
+        assert!(most.as_millis() - least.as_millis() >= 25, "drawn, not in step: {least:?} to {most:?}");
     }
 
     #[test]

@@ -1,432 +1,656 @@
--- ganesha-shm fleet sync, format 2: one call per shard of the services a host counts, so that
--- every key it touches shares the shard's hash tag (one Redis Cluster slot). It sets this
--- host's count of each bucket that changed and moves the fleet's sum by the difference, so that
--- a call repeated or retried changes nothing; then it returns the sums of each service that
--- another host changed since this host last read them. Its cost is the host's own services'
--- and what changed in them, never the number of hosts.
+-- ganesha-shm fleet sync, format 3: one call per shard of a fleet's services, on the shard's one
+-- key, a hash, so that whatever Redis loses of a shard (an eviction, a FLUSHALL, a failover to a
+-- replica that missed writes) it loses whole, and every host sees that it did.
 --
--- KEYS: 1 the shard's version (a counter moved by every call that changes a sum); 2 the shard's
--- changes (a sorted set: each service scored with the version that last changed it); 3 the
--- shard's hosts (a set of host ids, for recounting); 4 this host's counts of the shard (a hash
--- of `<duration>:<counter>:<start>:<service>`); then one per service: its sums (a hash of
--- `<duration>:<counter>:<start>`, and `v`, its version).
--- ARGV: 1 this host's id; 2 what the shard's host hashes are called but the id; 3 the oldest a
--- bucket of 1 s may be and still be read by some window, in seconds (a bucket of d seconds: d
--- times that), to which the clock bound is added; 4 the clock bound in seconds; 5 the shard's
--- version this host holds ("" for none: every service is looked at); 6 seconds to keep this
--- host's hash from now ("0": as it is; it is given them anyway when it has no lifetime);
--- 7 "1" to return this host's counts of the shard (its first sync); 8 what the shard's sums
--- hashes are called but the service; then per service this host has something to send of, or
--- every service it counts when it holds no version of the shard:
---   the service; the version of its sums this host holds ("" for none); seconds to keep its
---   sums, and the shard's keys, from now ("0": as they are); n; d; then n updates of four: the
---   bucket's field (`<duration>:<counter>:<start>`), its start, the count this host last
---   published there ("" when it does not know), the new count; then d fields this host holds
---   for buckets that may have left every window: deleted from the sums and from this host's
---   counts if they have.
--- The services another host changed since the shard's version this host holds come back
--- whether they were sent or not: a steady sync costs a few commands per shard, and a busy one
--- reads what changed.
--- Reply: Redis's time (seconds), the shard's version ("lost" when it is behind the one this
--- host holds; "" when this host should look at every service), this host's counts of the shard when
--- asked (a flat field, count list, the fields with their service) else false, the services
--- not sent that another host changed (a flat list of service, version, sums, skipped), then
--- per service
--- sent either its version alone (every update applied, nothing to read), or {version, error,
--- rejected, recounted, skipped, sums}:
---   error: "" or why the service was skipped (a key of another type: its data is not ours);
---   rejected: updates of buckets stamped past Redis's time and the bound, not applied;
---   recounted: sums found wrong (lost, or below this host's count) and recounted;
---   skipped: fields of the sums hash that are not a bucket's count;
---   sums: a flat field, count list, when another host changed them, else false.
+-- The hash holds, for each bucket (`<duration>:<start>`, the start in unix seconds on the clock
+-- of the host that counted it) of the shard:
+--   s:<bucket>         the fleet's sums: a packed (MessagePack) flat list of rows `service,
+--                      successes, failures, rejections`, one per service with events in it;
+--   o:<host>:<bucket>  each host's own counts of the bucket, in the same shape;
+--   w:<bucket>         the hosts that wrote the bucket, comma-separated, so that their counts
+--                      go with it;
+-- and, for the shard:
+--   b                  its birth, made once with the hash: a host that finds another (or none)
+--                      knows that Redis lost what it published there, and publishes it all again;
+--   n                  its version, moved by every call that changes a sum;
+--   x                  its buckets: a packed flat list of `duration, start, version`, the
+--                      version at which each bucket's sums last changed;
+--   r                  how long the live hosts read a bucket of each duration after it started
+--                      (their window and a bucket, their clock's lag behind Redis's, two
+--                      intervals): a packed flat list of `duration, seconds, until`;
+--   h:<host>           the host's last sequence, and until when its newest bucket is read:
+--                      `<sequence>:<until>`.
+--
+-- Every check is made and every value computed before the writes: an HDEL of the buckets no
+-- window reads any more (right on its own), then an HSET of every field the call changes (in
+-- more than one command only past 1,000 fields, which Redis can refuse no more once the first
+-- is in), so that a call that fails changes nothing (Redis does not roll a script back). A
+-- host's counts are set, never added to: to the larger of what it sends and what Redis holds,
+-- unless it says it reset them; and the sums move by the difference in the same command, so
+-- that a call repeated changes nothing. A call whose sequence is not above the host's last changes nothing
+-- either: a late, duplicated or replayed call can never roll a host back.
+--
+-- KEYS[1]: the shard's hash.
+-- ARGV[1]: the request, packed: {host, sequence, born, version, full, readers, live, updates,
+--   resets, bound, check, durations, recount}:
+--   host: this host's id; sequence: above every earlier call of this host (its segment keeps it);
+--   born, version: the shard's birth and version this host holds ("": it holds that there is no
+--     hash; version -1: none), also with full (a birth it holds, and a version the hash has not
+--     reached, make the hash a new birth);
+--   full: 1 when the updates are every bucket this host publishes in the shard, and every sum of
+--     its durations is to come back (its first sync, or a shard Redis lost); else 0;
+--   readers: `duration, seconds` for each bucket duration this host reads, how long after its
+--     start it reads a bucket; live: the seconds that figure stands for unless renewed;
+--   updates: `bucket, counts` for each bucket whose counts this host changed: the packed rows
+--     of every service of the shard it counted in the bucket;
+--   resets: `service, mask` for the services whose counters (bit 0 successes, 1 failures, 2
+--     rejections) this host reset: their counts in the buckets sent are set as sent, even lower;
+--   bound: the clock bound in seconds; check: 1 to check the ACL rights first (a call after a
+--     connection); durations: the other durations this host was told of already; recount: the
+--     buckets whose sums this host read and found not to be counts, or below its own: recounted
+--     from every writer's counts.
+-- Reply: {status, time, born, version, sequence, sums, own, figures, others}:
+--   status: "ok"; "stale" (the host's last sequence is not below this one); "reborn" (the hash
+--     is not the one the host holds, or is older: the host publishes all it holds, with full);
+--     "foreign" (the key is not a hash: not ours); "unwritten: <why>" (Redis refused the write:
+--     out of memory, evicting nothing); nothing is written unless "ok";
+--   time: Redis's (seconds); born, version: the shard's, after the call; sequence: the host's
+--     last applied;
+--   sums: `bucket, counts` of each bucket of the host's durations whose sums changed since the
+--     version it holds (every one, with full);
+--   own: `bucket, counts` of this host's counts as Redis holds them where they are not what it
+--     sent (and, with full, of the buckets it did not send);
+--   figures: {rejected: buckets stamped past Redis's time and the bound, not applied; gone:
+--     buckets sent that no window reads any more; recounted: sums found wrong and recounted
+--     from every host's counts; skipped: rows or fields that are not counts, left out};
+--   others: `duration, counts` of the newest bucket of each other duration not in `durations`.
 
-local host, host_prefix = ARGV[1], ARGV[2]
-local read_for, bound, known_shard = tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5]
-local keep_own, first, sums_prefix = tonumber(ARGV[6]), ARGV[7] == '1', ARGV[8]
-local version_key, changes_key, hosts_key, own = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local MAX_COUNT = 268435455
--- A bucket's field: `<duration>:<counter>:<start>`, as the sidecar names it.
-local BUCKET_FIELD = '^[1-9]%d*:[012]:%d+$'
--- Changes kept in the shard's sorted set: a host that last read the shard longer ago than that
--- many changes looks at every service.
-local CHANGES_KEPT = 100000
--- The most fields a hash of ours is read with, the most services read as changed, the most
--- hosts a sum is recounted from: past them, what Redis holds is not ganesha-shm's (someone
--- wrote it there), and reading it would cost every service of the shard; it costs its own.
-local MAX_FIELDS, MAX_CHANGED, MAX_HOSTS = 20000, 10000, 10000
+-- A hash of ours holds at most this many buckets, a bucket's rows at most this many bytes, its
+-- writers at most this many hosts: past them, what Redis holds is not ours (someone wrote it),
+-- and reading it costs its shard alone.
+local MAX_BUCKETS, MAX_BLOB, MAX_WRITERS = 4000, 1000000, 10000
+-- The most a reply carries of sums: past it, the rest is left out and counted as skipped (a
+-- fleet's own buckets take far less; only a hash someone else filled reaches it).
+local MAX_REPLY = 16000000
+-- How long a bucket is read after its start, in buckets, when no live host of its duration said:
+-- the longest window and the two buckets beyond it that a ring keeps.
+local LONGEST_READ = 122
+local REJECTED, GONE, RECOUNTED, SKIPPED = 1, 2, 3, 4
 
-local function failed(reply)
-  return type(reply) == 'table' and reply.err
-end
-
--- Stops the script with an error that names the right the ACL user lacks to run `command` on
--- `key` (Redis's own says only that the script's user may not), which the sidecar logs.
+-- Stops the script with an error that names the right the ACL user lacks (Redis's own says only
+-- that the script's user may not), which the sidecar logs.
 local function refused(command, key)
-  local on = key and (', on the keys of its fleet such as ' .. key) or ''
-  error(redis.error_reply('NOPERM fleet mode needs the right +' .. string.lower(command) .. on))
+  error(redis.error_reply('NOPERM fleet mode needs the right +' .. string.lower(command)
+    .. ', on the keys of its fleet such as ' .. key))
 end
 
--- redis.pcall, but a call the ACL user may not make stops the script (the rights are checked
--- before the first call of a connection; they may be taken away since). Any other error is the
--- caller's to handle: a key of another type is data not ours.
-local function call(command, ...)
-  local reply = redis.pcall(command, ...)
-  if failed(reply) then
-    local err = reply.err
-    if string.find(err, '^NOPERM') or string.find(err, "can't run this command", 1, true)
-        or string.find(err, "can't access", 1, true) then
-      refused(command, (...))
-    end
-  end
-  return reply
+local key = KEYS[1]
+local request = cmsgpack.unpack(ARGV[1])
+local host, sequence = request[1], request[2]
+local known_born, known_version, full = request[3], request[4], request[5] == 1
+local readers_sent, live, updates, resets = request[6], request[7], request[8], request[9]
+local bound, check, durations_known, recount = request[10], request[11] == 1, request[12], request[13]
+
+local now = tonumber(redis.call('TIME')[1])
+local figures = { 0, 0, 0, 0 }
+
+local function reply(status, born, version, stored, sums, own, others)
+  return { status, now, born or '', version or 0, stored or 0, sums or {}, own or {}, figures, others or {} }
 end
 
-local now = tonumber(call('TIME')[1])
-
--- At a host's first call of the shard (after each connection), every right the script needs is
--- checked before its first write: Redis keeps the writes of a script stopped half-way, and a sum
--- moved without this host's count beside it would be moved again by the next call.
-if first then
-  local probes = {
-    { 'TIME' },
-    { 'GET', KEYS[1] }, { 'INCR', KEYS[1] }, { 'EXPIRE', KEYS[1], '1' },
-    { 'ZCOUNT', KEYS[2], '0', '0' }, { 'ZRANGEBYSCORE', KEYS[2], '0', '0' }, { 'ZADD', KEYS[2], '0', 'm' },
-    { 'ZREMRANGEBYSCORE', KEYS[2], '0', '0' }, { 'EXPIRE', KEYS[2], '1' },
-    { 'SCARD', KEYS[3] }, { 'SMEMBERS', KEYS[3] }, { 'SADD', KEYS[3], 'm' }, { 'EXPIRE', KEYS[3], '1' },
-  }
-  for k = 4, math.min(#KEYS, 5) do
-    for _, probe in ipairs({
-      { 'HMGET', KEYS[k], 'f' }, { 'HSET', KEYS[k], 'f', 'v' }, { 'HDEL', KEYS[k], 'f' }, { 'HLEN', KEYS[k] },
-      { 'HGETALL', KEYS[k] }, { 'HGET', KEYS[k], 'f' }, { 'EXPIRE', KEYS[k], '1' },
-    }) do
-      probes[#probes + 1] = probe
-    end
-  end
-  for _, probe in ipairs(probes) do
+-- Every right a call needs, before its first write: Redis keeps the writes of a script stopped
+-- half-way, and an ACL checks each command a script runs as it runs it.
+if check then
+  for _, probe in ipairs({ { 'HMGET', key, 'b' }, { 'HGET', key, 'b' }, { 'HSET', key, 'b', '' },
+      { 'HDEL', key, 'b' }, { 'EXPIRE', key, '1' } }) do
     if not redis.acl_check_cmd(unpack(probe)) then
-      refused(probe[1], probe[2])
+      refused(probe[1], key)
     end
   end
 end
 
--- A count as a field holds it: a whole number from 0 to MAX_COUNT; nil for anything else
--- (a missing field, which HMGET gives as false, included).
-local function count_of(value)
-  local count = type(value) == 'string' and tonumber(value)
-  if count and count >= 0 and count <= MAX_COUNT and count % 1 == 0 then
-    return count
+-- A packed flat list, or nil when the value is not one (not ours).
+local function unpacked(blob, stride)
+  if type(blob) ~= 'string' or #blob > MAX_BLOB then
+    return nil
+  end
+  local ok, list = pcall(cmsgpack.unpack, blob)
+  if ok and type(list) == 'table' and #list % stride == 0 then
+    return list
   end
   return nil
 end
 
--- A bucket field's duration and start.
+-- Whether `count` is one: a whole number from 0 to MAX_COUNT (false for anything else, a
+-- string or a table included).
+local function is_count(count)
+  return type(count) == 'number' and count >= 0 and count <= MAX_COUNT and count % 1 == 0
+end
+
+-- A packed list of whole numbers, `stride` to a record (the index, the readers), or nil.
+local function numbers_of(blob, stride)
+  local list = unpacked(blob, stride)
+  if not list or #list > MAX_BUCKETS * stride then
+    return nil
+  end
+  for i = 1, #list do
+    local number = list[i]
+    if type(number) ~= 'number' or number < 0 or number % 1 ~= 0 then
+      return nil
+    end
+  end
+  return list
+end
+
 local function bucket_of(field)
-  local duration, start = string.match(field, '^(%d+):[012]:(%d+)$')
+  local duration, start = string.match(field, '^([1-9]%d*):(%d+)$')
   return tonumber(duration), tonumber(start)
 end
 
--- The fields of a hash whose values are counts, flattened: those of a bucket (`pattern`);
--- and how many fields were neither those nor `v`.
-local function counts_of(key, pattern)
-  local length = call('HLEN', key)
-  if failed(length) then
-    return {}, 0
+-- Where each service's row starts in a flat list of rows.
+local function rows_at(rows)
+  local at = {}
+  for i = 1, #rows, 4 do
+    at[rows[i]] = i
   end
-  if length > MAX_FIELDS then
-    return {}, length
-  end
-  local all = call('HGETALL', key)
-  if failed(all) then
-    return {}, 0
-  end
-  local out, skipped = {}, 0
-  for i = 1, #all, 2 do
-    local field, value = all[i], all[i + 1]
-    if string.match(field, pattern) and count_of(value) then
-      out[#out + 1] = field
-      out[#out + 1] = value
-    elseif field ~= 'v' then
-      skipped = skipped + 1
-    end
-  end
-  return out, skipped
+  return at
 end
 
--- Each host's count of `field` of `service`, added up: the sum, as it should be.
-local function recount(service, field)
-  local members = call('SCARD', hosts_key)
+-- The rows packed, without those whose counts are all 0 when `zeros` says there may be some.
+local function packed(rows, zeros)
+  if not zeros then
+    return cmsgpack.pack(rows)
+  end
+  local kept = {}
+  for i = 1, #rows, 4 do
+    if rows[i + 1] + rows[i + 2] + rows[i + 3] > 0 then
+      local k = #kept
+      kept[k + 1], kept[k + 2], kept[k + 3], kept[k + 4] = rows[i], rows[i + 1], rows[i + 2], rows[i + 3]
+    end
+  end
+  return cmsgpack.pack(kept)
+end
+
+local function is_reset(mask, c)
+  return mask % 2 ^ c >= 2 ^ (c - 1)
+end
+
+-- The host's counts of a bucket: `rows` (what it sent) become the larger of them and `old` (what
+-- Redis holds), but for the counters `masks` says it reset; a service it did not send keeps what
+-- Redis holds (its slot may have gone; its events have not). Whether that left `rows` as sent,
+-- and whether a row may now be all 0. A count of `old` that is not one raises an error.
+local function merged_own(rows, old, masks)
+  local same, zeros, at = true, false, rows_at(rows)
+  for i = 1, #old, 4 do
+    local service = old[i]
+    local mask = masks[service] or 0
+    local j = at[service]
+    if not j then
+      j = #rows + 1
+      rows[j], rows[j + 1], rows[j + 2], rows[j + 3] = service, 0, 0, 0
+      same, zeros = false, zeros or mask ~= 0
+    end
+    for c = 1, 3 do
+      local before = old[i + c]
+      if not is_count(before) then
+        error('not a count')
+      end
+      if before > rows[j + c] and not is_reset(mask, c) then
+        rows[j + c], same = before, false
+      end
+    end
+    if mask ~= 0 then
+      zeros = true
+    end
+  end
+  return same, zeros
+end
+
+-- The sums moved by what the host's counts moved from `old` to `rows`. False when a sum is not
+-- a count, or below the host's count: the sums are then recounted. Whether a sum moved.
+local function moved_sums(sums, rows, old)
+  local sums_at, old_at = rows_at(sums), rows_at(old)
+  local moved = false
+  for i = 1, #rows, 4 do
+    local service = rows[i]
+    local o, k = old_at[service], sums_at[service]
+    local bs, bf, br = 0, 0, 0
+    if o then
+      bs, bf, br = old[o + 1], old[o + 2], old[o + 3]
+    end
+    local s, f, r = rows[i + 1], rows[i + 2], rows[i + 3]
+    if s ~= bs or f ~= bf or r ~= br then
+      if not k then
+        k = #sums + 1
+        sums[k], sums[k + 1], sums[k + 2], sums[k + 3] = service, 0, 0, 0
+        sums_at[service] = k
+      end
+      local ss, sf, sr = sums[k + 1], sums[k + 2], sums[k + 3]
+      if not (is_count(ss) and is_count(sf) and is_count(sr)) or ss < bs or sf < bf or sr < br then
+        return false
+      end
+      sums[k + 1] = math.min(ss + s - bs, MAX_COUNT)
+      sums[k + 2] = math.min(sf + f - bf, MAX_COUNT)
+      sums[k + 3] = math.min(sr + r - br, MAX_COUNT)
+      moved = true
+    end
+  end
+  return true, moved
+end
+
+-- The sums of a bucket as they should be: every writer's counts (`lists`, packed; this host's,
+-- `rows`, as they are now, when it is a writer) added up, rows that are not counts left out.
+local function recounted(lists, rows)
+  local sums, at = {}, {}
+  for i = 0, #lists do
+    local counted = rows
+    if i > 0 then
+      counted = unpacked(lists[i], 4)
+      if not counted and lists[i] then
+        figures[SKIPPED] = figures[SKIPPED] + 1
+      end
+    end
+    for r = 1, counted and #counted or 0, 4 do
+      local service, s, f, e = counted[r], counted[r + 1], counted[r + 2], counted[r + 3]
+      if type(service) == 'string' and is_count(s) and is_count(f) and is_count(e) then
+        local k = at[service]
+        if not k then
+          k = #sums + 1
+          sums[k], sums[k + 1], sums[k + 2], sums[k + 3] = service, 0, 0, 0
+          at[service] = k
+        end
+        sums[k + 1] = math.min(sums[k + 1] + s, MAX_COUNT)
+        sums[k + 2] = math.min(sums[k + 2] + f, MAX_COUNT)
+        sums[k + 3] = math.min(sums[k + 3] + e, MAX_COUNT)
+      else
+        figures[SKIPPED] = figures[SKIPPED] + 1
+      end
+    end
+  end
+  return sums
+end
+
+-- HMGET of `fields`, in calls of at most 1,000 (Lua's unpack has a limit): their values in order.
+local function hmget(fields)
+  local values = {}
+  for first = 1, #fields, 1000 do
+    local chunk = redis.call('HMGET', key, unpack(fields, first, math.min(first + 999, #fields)))
+    for i = 1, #chunk do
+      values[#values + 1] = chunk[i]
+    end
+  end
+  return values
+end
+
+-- The hosts of a bucket's writers list, but `except`; nil for a list that is not ours.
+local function writers_of(writers, except)
   local hosts = {}
-  if not failed(members) and members <= MAX_HOSTS then
-    hosts = call('SMEMBERS', hosts_key)
-    if failed(hosts) then
-      hosts = {}
+  if type(writers) ~= 'string' or #writers > MAX_WRITERS * 17 then
+    return hosts
+  end
+  for writer in string.gmatch(writers, '[^,]+') do
+    if writer ~= except then
+      hosts[#hosts + 1] = writer
     end
   end
-  local seen, total = {}, 0
-  hosts[#hosts + 1] = host
-  for _, id in ipairs(hosts) do
-    if not seen[id] then
-      seen[id] = true
-      local count = call('HGET', host_prefix .. id, field .. ':' .. service)
-      total = total + (count_of(count) or 0)
-    end
-  end
-  return math.min(total, MAX_COUNT)
+  return hosts
 end
 
--- `command` on `key` with `args`, in calls of at most 1,000 arguments (Lua's unpack has a
--- limit); the replies of HMGET joined. `args` of a HSET come in pairs, and 1,000 is even.
-local function chunked(command, key, args)
-  if #args <= 1000 then
-    return call(command, key, unpack(args))
-  end
-  local replies = {}
-  for first = 1, #args, 1000 do
-    local reply = call(command, key, unpack(args, first, math.min(first + 999, #args)))
-    if failed(reply) then
-      return reply
-    end
-    if type(reply) == 'table' then
-      for _, value in ipairs(reply) do
-        replies[#replies + 1] = value
-      end
-    end
-  end
-  return replies
+-- The shard as Redis holds it. A key of another type is not ours: the shard is left alone.
+local head = redis.pcall('HMGET', key, 'b', 'n', 'x', 'r', 'h:' .. host)
+if type(head) == 'table' and head.err then
+  return reply('foreign')
 end
+local born, version = head[1], tonumber(head[2])
+if born and not (version and version >= 0 and version % 1 == 0) then
+  born, version = nil, nil -- a birth without a version: not ours; the hash is made anew
+end
+-- A host that holds a birth the hash does not have (another, or none: Redis lost the shard), or
+-- a version the hash has not reached (Redis went back to an older copy of itself: a failover to
+-- a replica that missed writes, a restart from an older save) publishes everything it holds
+-- before anything else.
+if not full and ((born or '') ~= known_born or (born and version < known_version)) then
+  return reply('reborn', born, version)
+end
+-- Then that host's call, publishing everything, gives the hash a new birth: every other host,
+-- whose writes the older copy may lack too, publishes everything again as well.
+local regressed = full and born and born == known_born and version < known_version
+local stored_sequence, host_until = 0, 0
+if born and head[5] then
+  local s, u = string.match(head[5], '^(%d+):(%d+)$')
+  stored_sequence, host_until = tonumber(s) or 0, tonumber(u) or 0
+end
+if stored_sequence >= sequence then
+  return reply('stale', born, version, stored_sequence)
+end
+local created = not born
+if created then
+  version = 0
+end
+local readers = (not created and numbers_of(head[4], 3)) or {}
 
-local function expire(key, seconds)
-  -- NX then GT: a key gets a lifetime, and only ever a longer one from a host, so that one
-  -- host's shorter window never cuts another's data short.
-  call('EXPIRE', key, seconds, 'NX')
-  call('EXPIRE', key, seconds, 'GT')
-end
-
--- The shard's version: 0 when absent; nil when it is not a counter (not ours): every service
--- is then looked at, as if every one had changed.
-local shard = call('GET', version_key)
-local shard_version = 0
-if failed(shard) or (shard and not string.match(shard, '^%d+$')) then
-  shard_version = nil
-elseif shard then
-  shard_version = tonumber(shard)
-end
--- The services another host changed since this host's version of the shard; nil: all.
-local changed_since, look_at_all = nil, false
-local known = tonumber(known_shard)
--- A version behind the one this host holds: the shard's keys were lost (Redis flushed, or
--- restarted under a live connection), and with them what this host published: it says so,
--- and the host publishes everything again at its next sync.
-local lost = known ~= nil and shard_version ~= nil and known > shard_version
-if shard_version and known and known <= shard_version and shard_version - known < CHANGES_KEPT then
-  changed_since = {}
-  if known < shard_version then
-    local count = call('ZCOUNT', changes_key, '(' .. known, '+inf')
-    local names = (not failed(count) and count <= MAX_CHANGED) and call('ZRANGEBYSCORE', changes_key, '(' .. known, '+inf')
-    if not names or failed(names) then
-      -- The host looks at every service it counts at its next sync.
-      changed_since, look_at_all = nil, true
-    else
-      for _, name in ipairs(names) do
-        changed_since[name] = true
-      end
+-- How long after its start a bucket of each duration is read by some live host: the readers'
+-- figures, renewed with this host's.
+local readers_changed, read_for = false, {}
+for i = 1, #readers_sent, 2 do
+  local duration, seconds = readers_sent[i], readers_sent[i + 1]
+  local at
+  for j = 1, #readers, 3 do
+    if readers[j] == duration then
+      at = j
     end
+  end
+  if not at then
+    at = #readers + 1
+    readers[at], readers[at + 1], readers[at + 2] = duration, 0, 0
+  end
+  if readers[at + 2] < now or seconds > readers[at + 1]
+      or (seconds == readers[at + 1] and readers[at + 2] - now < live / 2) then
+    readers[at + 1], readers[at + 2], readers_changed = seconds, now + live, true
   end
 end
-
--- One service: its updates at ARGV[at …]. Returns its answer, and whether a sum changed.
-local own_writes, own_deletes, own_written = {}, {}, false
--- This host's counts of every bucket updated in the call, read at once (`own_read`, from
--- `own_at` for a service's first update), or why they could not be (`own_failed`).
-local own_read, own_failed, own_at, own_names = {}, nil, 1, {}
-local function sync(sums, service, known_version, keep, n, d, at)
-  local suffix = ':' .. service
-  local fields = { 'v' }
-  for u = 0, n - 1 do
-    fields[#fields + 1] = ARGV[at + 4 * u]
-  end
-  local read = chunked('HMGET', sums, fields)
-  if failed(read) then
-    return { false, sums .. ': ' .. read.err, 0, 0, 0, false }, false
-  end
-  if own_failed then
-    return { false, own .. ': ' .. own_failed, 0, 0, 0, false }, false
-  end
-  local version = tonumber(read[1]) or 0
-  local others_changed = known_version ~= tostring(version)
-
-  local sums_set, recounts, rejected, changed = {}, {}, 0, false
-  for u = 0, n - 1 do
-    local field, start, expected = ARGV[at + 4 * u], tonumber(ARGV[at + 4 * u + 1]), ARGV[at + 4 * u + 2]
-    local new = tonumber(ARGV[at + 4 * u + 3])
-    if start > now + bound then
-      rejected = rejected + 1
-    else
-      local stored = own_read[own_at + u]
-      local own_count = count_of(stored)
-      local old = own_count or 0
-      local sum = count_of(read[u + 2])
-      -- The sum is this host's count plus the others': a sum lost, or below this host's count,
-      -- or a count of this host's that is not what it published, is recounted from every
-      -- host's counts.
-      local trusted = (stored == false or own_count ~= nil)
-        and (expected == '' or expected == (stored or '0'))
-        and (sum ~= nil or old == 0)
-        and (sum or 0) >= old
-      if new ~= old or not trusted then
-        own_writes[#own_writes + 1] = own_names[own_at + u]
-        own_writes[#own_writes + 1] = new
-      end
-      if not trusted then
-        recounts[#recounts + 1] = field
-      elseif new ~= old then
-        sums_set[#sums_set + 1] = field
-        sums_set[#sums_set + 1] = math.min(math.max((sum or 0) + new - old, 0), MAX_COUNT)
-        changed = true
-      end
-    end
-  end
-  -- Buckets no window of their duration reads any more, the bound past that.
-  local gone = {}
-  for g = 0, d - 1 do
-    local field = ARGV[at + 4 * n + g]
-    local duration, start = bucket_of(field)
-    if duration and start + duration * read_for + bound < now then
-      gone[#gone + 1] = field
-      own_deletes[#own_deletes + 1] = field .. suffix
-    end
-  end
-  if #gone > 0 then
-    chunked('HDEL', sums, gone)
-  end
-  if #recounts > 0 then
-    -- This host's counts first: the recount reads them.
-    if #own_writes > 0 then
-      chunked('HSET', own, own_writes)
-      own_writes, own_written = {}, true
-    end
-    for _, field in ipairs(recounts) do
-      sums_set[#sums_set + 1] = field
-      sums_set[#sums_set + 1] = recount(service, field)
-    end
-    changed = true
-  end
-  if changed then
-    version = version + 1
-    sums_set[#sums_set + 1] = 'v'
-    sums_set[#sums_set + 1] = version
-  end
-  if #sums_set > 0 then
-    chunked('HSET', sums, sums_set)
-    if keep == 0 and read[1] == false then
-      -- A hash this call made (or one that lost its lifetime) never stays without one.
-      keep = longest
-    end
-  end
-  if keep > 0 then
-    expire(sums, keep)
-  end
-
-  local sums_out, skipped = false, 0
-  if others_changed or #recounts > 0 then
-    sums_out, skipped = counts_of(sums, BUCKET_FIELD)
-  end
-  if not sums_out and rejected == 0 and #recounts == 0 then
-    -- The common answer, as short as it goes: the version, every update applied.
-    return tostring(version), changed
-  end
-  return { tostring(version), '', rejected, #recounts, skipped, sums_out }, changed
-end
-
--- The longest a service of the call is kept: for the shard's keys, and a hash made without
--- a lifetime.
-local longest = 1
 do
-  local at = 9
-  while at <= #ARGV do
-    local service, n = ARGV[at], tonumber(ARGV[at + 3])
-    longest = math.max(longest, tonumber(ARGV[at + 2]))
-    for u = 0, n - 1 do
-      own_names[#own_names + 1] = ARGV[at + 5 + 4 * u] .. ':' .. service
+  local live_readers = {}
+  for i = 1, #readers, 3 do
+    if readers[i + 2] >= now then
+      read_for[readers[i]] = readers[i + 1]
+      local k = #live_readers
+      live_readers[k + 1], live_readers[k + 2], live_readers[k + 3] = readers[i], readers[i + 1], readers[i + 2]
     end
-    at = at + 5 + 4 * n + tonumber(ARGV[at + 4])
   end
-  if #own_names > 0 then
-    own_read = chunked('HMGET', own, own_names)
-    if failed(own_read) then
-      own_failed, own_read = own_read.err, {}
+  readers = live_readers
+end
+-- A steady call, with nothing to send and nothing changed since the version it holds, reads
+-- nothing more (the buckets gone are deleted by the next call that writes, or with the hash).
+if not full and #updates == 0 and #recount == 0 and version == known_version then
+  if readers_changed then
+    -- Only the readers' figures: refused when Redis is out of memory, and renewed next time.
+    redis.pcall('HSET', key, 'r', cmsgpack.pack(readers))
+  end
+  return reply('ok', born, version, stored_sequence)
+end
+local index = (not created and numbers_of(head[3], 3)) or {}
+
+-- Until when a bucket is read: by the readers' figure; when no live host of its duration said,
+-- the longest window and the clock bound past it.
+local function read_until(duration, start)
+  return start + (read_for[duration] or duration * LONGEST_READ + bound)
+end
+
+-- A bucket's place in the index, by its duration and start in one number (a start is below
+-- 2^32 until 2106, a duration below 2^20, and a Lua number is exact to 2^53).
+local function bucket_id(duration, start)
+  return duration * 4294967296 + start
+end
+
+-- Buckets no window reads any more go: their sums, their writers' counts, and the records of
+-- the hosts whose newest bucket they were.
+local deletes, position = {}, {}
+do
+  local kept, old = {}, {}
+  for i = 1, #index, 3 do
+    local duration, start = index[i], index[i + 1]
+    local id = bucket_id(duration, start)
+    if read_until(duration, start) < now then
+      old[#old + 1] = duration .. ':' .. start
+    elseif not position[id] then
+      local k = #kept
+      kept[k + 1], kept[k + 2], kept[k + 3] = duration, start, index[i + 2]
+      position[id] = k + 1
+    end
+  end
+  index = kept
+  if #old > 0 then
+    local lists = {}
+    for i, field in ipairs(old) do
+      lists[i] = 'w:' .. field
+    end
+    lists = hmget(lists)
+    local hosts, records = {}, {}
+    for i, field in ipairs(old) do
+      deletes[#deletes + 1] = 's:' .. field
+      deletes[#deletes + 1] = 'w:' .. field
+      for _, writer in ipairs(writers_of(lists[i])) do
+        deletes[#deletes + 1] = 'o:' .. writer .. ':' .. field
+        if not hosts[writer] then
+          hosts[writer] = true
+          records[#records + 1] = 'h:' .. writer
+        end
+      end
+    end
+    if #records > 0 then
+      local values = hmget(records)
+      for i, record in ipairs(records) do
+        local until_s = type(values[i]) == 'string' and tonumber(string.match(values[i], ':(%d+)$'))
+        if not until_s or until_s < now then
+          deletes[#deletes + 1] = record
+        end
+      end
     end
   end
 end
 
-local reply, changed_services, renewed, listed = { now, '', false, {} }, {}, false, {}
-local at = 9
-for i = 5, #KEYS do
-  local service, known_version, keep = ARGV[at], ARGV[at + 1], tonumber(ARGV[at + 2])
-  listed[service] = true
-  local n, d = tonumber(ARGV[at + 3]), tonumber(ARGV[at + 4])
-  -- Every service sent has something to do: the sidecar sends the others only when it holds
-  -- no version of the shard, and then each is looked at.
-  local answer, changed = sync(KEYS[i], service, known_version, keep, n, d, at + 5)
-  reply[#reply + 1] = answer
-  if changed then
-    changed_services[#changed_services + 1] = service
+-- This host's updates: each bucket's counts set, its sums moved by the difference.
+local writes, own_out, sent_fields = {}, {}, {}
+local next_version, changed, newest = version + 1, false, host_until
+do
+  local sent, fields = {}, {}
+  for i = 1, #updates, 2 do
+    local field = updates[i]
+    local duration, start = bucket_of(field)
+    if not duration then
+      error('ganesha-shm: an update names no bucket: ' .. tostring(field))
+    elseif start > now + bound then
+      figures[REJECTED] = figures[REJECTED] + 1
+    elseif read_until(duration, start) < now then
+      figures[GONE] = figures[GONE] + 1
+    else
+      sent[#sent + 1] = { field, updates[i + 1], duration, start }
+      sent_fields[field] = true
+      local f = #fields
+      fields[f + 1], fields[f + 2], fields[f + 3] = 'o:' .. host .. ':' .. field, 's:' .. field, 'w:' .. field
+    end
   end
-  renewed = renewed or keep > 0
-  own_at = own_at + n
-  at = at + 5 + 4 * n + d
-end
-if #own_writes > 0 then
-  chunked('HSET', own, own_writes)
-  own_written = true
-end
-if #own_deletes > 0 then
-  chunked('HDEL', own, own_deletes)
-end
-if keep_own > 0 then
-  call('EXPIRE', own, keep_own)
-elseif own_written then
-  call('EXPIRE', own, longest, 'NX')
-end
-if renewed then
-  call('SADD', hosts_key, host)
-  expire(hosts_key, longest)
-end
-if #changed_services > 0 and shard_version then
-  shard_version = call('INCR', version_key)
-  local scored = {}
-  for _, service in ipairs(changed_services) do
-    scored[#scored + 1] = shard_version
-    scored[#scored + 1] = service
+  local masks, wanted = {}, {}
+  for i = 1, #resets, 2 do
+    masks[resets[i]] = resets[i + 1]
   end
-  chunked('ZADD', changes_key, scored)
-  call('ZREMRANGEBYSCORE', changes_key, '-inf', shard_version - CHANGES_KEPT)
-  expire(version_key, longest)
-  expire(changes_key, longest)
+  for _, field in ipairs(recount) do
+    wanted[field] = true
+  end
+  local stored = created and {} or hmget(fields)
+  for u, update in ipairs(sent) do
+    local field, blob, duration, start = update[1], update[2], update[3], update[4]
+    local rows = unpacked(blob, 4)
+    if not rows then
+      error('ganesha-shm: the update of bucket ' .. field .. ' is not a list of rows')
+    end
+    local old_blob, sums_blob, writers = stored[3 * u - 2] or false, stored[3 * u - 1] or false, stored[3 * u] or false
+    local old, sums = unpacked(old_blob, 4), unpacked(sums_blob, 4)
+    -- Fast: the counts as Redis holds them are counts, and the sums at least this host's.
+    local same, zeros, moved = true, false, false
+    local fine = (old or not old_blob) and (sums or not sums_blob) and not wanted[field]
+    if fine and old then
+      fine, same, zeros = pcall(merged_own, rows, old, masks)
+    end
+    local first = not sums_blob and not old_blob and (not writers or writers == host)
+    if fine and first then
+      sums, moved = rows, true
+    elseif fine and sums then
+      fine, moved = moved_sums(sums, rows, old or {})
+      if not fine then
+        moved = false
+      end
+    else
+      fine = false
+    end
+    if not fine then
+      -- Counts that are not counts, or sums lost or below this host's count: every writer's
+      -- counts added up.
+      figures[RECOUNTED] = figures[RECOUNTED] + 1
+      rows, same = unpacked(blob, 4), true
+      if old then
+        local ok, merged = pcall(merged_own, rows, old, masks)
+        if ok then
+          same = merged
+        else
+          rows = unpacked(blob, 4)
+        end
+      end
+      local others = {}
+      for _, writer in ipairs(writers_of(writers, host)) do
+        others[#others + 1] = 'o:' .. writer .. ':' .. field
+      end
+      sums = recounted(hmget(others), rows)
+      moved, zeros = true, true
+    end
+    local own_blob = same and blob or packed(rows, zeros)
+    if moved or not same or not old_blob then
+      writes[#writes + 1], writes[#writes + 2] = 'o:' .. host .. ':' .. field, own_blob
+    end
+    if not same then
+      own_out[#own_out + 1], own_out[#own_out + 2] = field, own_blob
+    end
+    if moved then
+      writes[#writes + 1], writes[#writes + 2] = 's:' .. field, sums == rows and own_blob or packed(sums, zeros)
+      changed = true
+      local id = bucket_id(duration, start)
+      if position[id] then
+        index[position[id] + 2] = next_version
+      else
+        local k = #index
+        index[k + 1], index[k + 2], index[k + 3] = duration, start, next_version
+        position[id] = k + 1
+      end
+    end
+    if not (writers and string.find(',' .. writers .. ',', ',' .. host .. ',', 1, true)) then
+      local listed = (writers and writers ~= '') and (writers .. ',' .. host) or host
+      writes[#writes + 1], writes[#writes + 2] = 'w:' .. field, listed
+    end
+    newest = math.max(newest, read_until(duration, start))
+  end
 end
-if lost then
-  reply[2] = 'lost'
-elseif shard_version and not look_at_all then
-  reply[2] = tostring(shard_version)
+
+-- The buckets a host asked to be recounted, of those it did not send: from every writer's counts
+-- (at most 64 a call: the rest at the next).
+for r = 1, math.min(#recount, 64) do
+  local field = recount[r]
+  local duration, start = bucket_of(field)
+  local id = duration and bucket_id(duration, start)
+  if id and position[id] and not sent_fields[field] then
+    local writers = redis.call('HGET', key, 'w:' .. field)
+    local others = {}
+    for _, writer in ipairs(writers_of(writers)) do
+      others[#others + 1] = 'o:' .. writer .. ':' .. field
+    end
+    figures[RECOUNTED] = figures[RECOUNTED] + 1
+    local sums = recounted(hmget(others), {})
+    writes[#writes + 1], writes[#writes + 2] = 's:' .. field, packed(sums, true)
+    index[position[id] + 2], changed = next_version, true
+  end
 end
-if changed_since then
-  local extra = {}
-  for service in pairs(changed_since) do
-    if not listed[service] then
-      local sums = sums_prefix .. service
-      local version = call('HGET', sums, 'v')
-      local counts, skipped = counts_of(sums, BUCKET_FIELD)
-      if not failed(version) then
-        extra[#extra + 1] = service
-        extra[#extra + 1] = version or '0'
-        extra[#extra + 1] = counts
-        extra[#extra + 1] = skipped
+
+-- A hash made with nothing in it would only expire: nothing is written until there is a count.
+if created and #writes == 0 then
+  return reply('ok', '', -1, 0, {}, {}, {})
+end
+if #writes > 0 or regressed then
+  if created or regressed then
+    local time = redis.call('TIME')
+    born = time[1] .. '.' .. time[2] .. '.' .. host
+    writes[#writes + 1], writes[#writes + 2] = 'b', born
+  end
+  if changed or created then
+    version = changed and next_version or version
+    writes[#writes + 1], writes[#writes + 2] = 'n', version
+  end
+  writes[#writes + 1], writes[#writes + 2] = 'h:' .. host, sequence .. ':' .. newest
+end
+if #writes > 0 or #deletes > 0 then
+  writes[#writes + 1], writes[#writes + 2] = 'x', cmsgpack.pack(index)
+end
+if readers_changed then
+  writes[#writes + 1], writes[#writes + 2] = 'r', cmsgpack.pack(readers)
+end
+
+-- The writes: the buckets gone first, then every change in one command.
+for first = 1, #deletes, 1000 do
+  redis.call('HDEL', key, unpack(deletes, first, math.min(first + 999, #deletes)))
+end
+if #writes > 0 then
+  -- In commands of at most 1,000 fields (Lua's unpack has a limit); Redis refuses a script's
+  -- first write alone when it is out of memory, evicting nothing: then nothing is changed, and
+  -- the host tries again at its next sync.
+  local written = redis.pcall('HSET', key, unpack(writes, 1, math.min(2000, #writes)))
+  if type(written) == 'table' and written.err then
+    return reply('unwritten: ' .. written.err)
+  end
+  for first = 2001, #writes, 2000 do
+    redis.call('HSET', key, unpack(writes, first, math.min(first + 1999, #writes)))
+  end
+  -- The hash lives as long as its newest bucket is read: a lifetime when it has none, only ever
+  -- a longer one after.
+  local until_s = now + live
+  for i = 1, #index, 3 do
+    until_s = math.max(until_s, read_until(index[i], index[i + 1]))
+  end
+  redis.call('EXPIRE', key, until_s - now, 'NX')
+  redis.call('EXPIRE', key, until_s - now, 'GT')
+end
+
+-- What the host reads: the sums of its durations changed since the version it holds; with full,
+-- this host's counts it did not send; the newest sums of durations it was not told of.
+local mine, told = {}, {}
+for i = 1, #readers_sent, 2 do
+  mine[readers_sent[i]] = true
+end
+for _, duration in ipairs(durations_known) do
+  told[duration] = true
+end
+local since = (full or created or born ~= known_born) and -1 or known_version
+local reading, unsent, newest_other = {}, {}, {}
+for i = 1, #index, 3 do
+  local duration = index[i]
+  -- A bucket stamped past Redis's time and the bound is not one a host wrote: never read.
+  if index[i + 1] > now + bound then
+    figures[SKIPPED] = figures[SKIPPED] + 1
+  elseif mine[duration] then
+    if index[i + 2] > since then
+      reading[#reading + 1] = duration .. ':' .. index[i + 1]
+    end
+    if full and not sent_fields[duration .. ':' .. index[i + 1]] then
+      unsent[#unsent + 1] = duration .. ':' .. index[i + 1]
+    end
+  elseif not told[duration] and (not newest_other[duration] or index[i + 1] > newest_other[duration]) then
+    newest_other[duration] = index[i + 1]
+  end
+end
+local replied = 0
+local function read(prefix, fields, out)
+  for first = 1, #fields, 1000 do
+    local names = {}
+    for i = first, math.min(first + 999, #fields) do
+      names[#names + 1] = prefix .. fields[i]
+    end
+    local values = redis.call('HMGET', key, unpack(names))
+    for i, value in ipairs(values) do
+      if value and #value <= MAX_BLOB and replied + #value <= MAX_REPLY then
+        out[#out + 1], out[#out + 2] = fields[first + i - 1], value
+        replied = replied + #value
+      elseif value then
+        figures[SKIPPED] = figures[SKIPPED] + 1
       end
     end
   end
-  reply[4] = extra
 end
-if first then
-  reply[3] = counts_of(own, '^[1-9]%d*:[012]:%d+:')
+local sums, others = {}, {}
+read('s:', reading, sums)
+read('o:' .. host .. ':', unsent, own_out)
+for duration, start in pairs(newest_other) do
+  local value = redis.call('HGET', key, 's:' .. duration .. ':' .. start)
+  if value then
+    others[#others + 1], others[#others + 2] = duration, value
+  end
 end
-return reply
+return reply('ok', born, version, sequence, sums, own_out, others)

@@ -1,9 +1,10 @@
-//! One sync of this host's segment with the fleet's Redis, in one round trip:
+//! One sync of this host's segment with the fleet's Redis, in one round trip (two when Redis
+//! lost a shard, or refused a call as late):
 //!
-//! 1. for each service this host counts, the buckets whose count changed since the last sync,
-//!    sent to `sync.lua` (one call per shard of services, see `fleet::SHARDS`), which sets this
-//!    host's count of each and moves the fleet's sum by the difference, and returns the sums
-//!    of each service another host changed since this host last read them;
+//! 1. for each shard of the services this host counts, the buckets whose counts changed since
+//!    the last sync, sent to `sync.lua` (one call per shard, see `fleet::SHARDS`), which sets
+//!    this host's counts of each and moves the fleet's sums by the difference, and returns the
+//!    sums of the buckets that changed since this host last read them;
 //! 2. beside it, this host's mark in the fleet's set of live hosts, and its name's.
 //!
 //! Then it writes, for each counter of those services, the fleet's sums less what this host
@@ -11,41 +12,57 @@
 //! and what changed in them, never on how many hosts the fleet has: no host's data is read but
 //! the sums.
 //!
+//! What the sidecar publishes of a bucket only grows: its clock may move so that it reads a
+//! bucket no longer (a step back puts it in the future, a step forward out of the window), and
+//! a count it can no longer read keeps what was published. A reset of the counter (the segment
+//! counts them) is the one thing that lowers it, and the call says so.
+//!
 //! A host keeps the fleet's counts only for the services it counts itself (with events of its
 //! own in the buckets its window may still read): the fleet's data never takes a slot for a
 //! service this host does not use, so its own services always come first. A host decides alone
 //! for a service it has not counted yet; from the sync after its first event, with the fleet.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
 
-use ganesha_shm_core::fleet::{self, BucketName, CLOCK_BOUND_S};
+use ganesha_shm_core::fleet::{self, Bucket, CLOCK_BOUND_S, MAX_COUNT};
 use ganesha_shm_core::store::{FleetWindow, Store};
 use redis::{Cmd, Value};
 
 use crate::config::Config;
 use crate::link::Link;
+use crate::packed::{self, Rows, Writer};
 
 /// The script every sync runs (see its head for what it takes and gives).
 pub const SCRIPT: &str = include_str!("sync.lua");
+
+/// Buckets a bucket may be read for after it started, at the most: the longest window and the
+/// two buckets the rings keep beyond it (see `window::Ring`), whatever this host's window.
+const LONGEST_READ: u64 = ganesha_shm_core::window::MAX_BUCKETS + 2;
+
+/// A sequence past this is not one this sidecar made (the segment's word was written by
+/// someone else): it starts again from 1, and Redis says where to go on from.
+const MAX_SEQUENCE: u64 = 1 << 50;
 
 /// What one sync did, for the log and the benchmark.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Report {
     pub round_trips: u32,
-    /// Bucket counts sent.
+    /// Buckets sent.
     pub published: usize,
-    /// Sums Redis had lost or held wrong, recounted from every host's counts.
-    pub republished: usize,
+    /// Sums Redis held wrong (not counts, lost, or below a host's count), recounted from every
+    /// host's counts.
+    pub recounted: usize,
     /// Services synced: those this host counts.
     pub services: usize,
     /// Live hosts in the fleet, this one included.
     pub hosts: usize,
     /// Counters whose fleet ring this sync wrote other hosts' counts into.
     pub written: usize,
-    /// Services whose keys could not be used (another type: not ganesha-shm's data), with why.
-    pub unusable: Vec<(Vec<u8>, String)>,
-    /// Sums hashes with fields that are not a bucket's count, with how many.
-    pub bad_fields: Vec<(Vec<u8>, u64)>,
+    /// Shards whose key is not a hash (not ganesha-shm's data): their services decide alone.
+    pub foreign: Vec<Vec<u8>>,
+    /// Keys holding rows that are not counts, with how many were left out.
+    pub bad_rows: Vec<(Vec<u8>, u64)>,
     /// Services other hosts count in buckets of another duration: (service, theirs, this host's).
     pub other_durations: Vec<(Vec<u8>, u64, u64)>,
     /// Buckets not shared: stamped further ahead of Redis's clock than the bound.
@@ -54,72 +71,77 @@ pub struct Report {
     pub clock_ahead_s: i64,
     /// Ids of other hosts that synced under this host's name.
     pub namesakes: Vec<String>,
-    /// Shards whose keys Redis lost since the last sync (flushed): published again next sync.
+    /// Shards Redis lost since this host published there (evicted, flushed, or a failover to a
+    /// replica that missed writes): published again in this sync.
     pub lost_shards: usize,
+    /// Calls Redis refused because it had applied one of this host with a later sequence
+    /// already: a call of another sidecar on the same segment (or a copy of it).
+    pub stale: usize,
+    /// Shards Redis could not write (out of memory under `noeviction`), with what it said.
+    pub unwritten: Vec<String>,
     /// Counters whose fleet counts the segment refused, with why.
     pub refused: Vec<(Vec<u8>, String)>,
+    /// Whether every shard synced, so that the fleet's counts may decide.
+    pub complete: bool,
 }
 
-/// What the sidecar keeps of a service this host counts.
-struct Service {
-    /// The window its counters are counted in.
-    window: FleetWindow,
-    /// The version of `sums` (`v` in Redis); `None` before its first sync.
-    version: Option<String>,
-    /// The fleet's sums of its buckets of this host's bucket duration, at `version`.
-    sums: BTreeMap<BucketName, u64>,
+/// By service, its three counts: successes, failures, rejections (in `--suffixes` order).
+type Counts = HashMap<Vec<u8>, [u64; 3]>;
+
+/// What the sidecar keeps of one bucket of a shard.
+#[derive(Default)]
+struct BucketState {
+    /// The fleet's sums, as last read.
+    sums: Counts,
     /// This host's counts as Redis holds them: what it published.
-    published: BTreeMap<BucketName, u64>,
-    /// Until when (this host's clock) Redis keeps its sums, as they were last renewed.
-    kept_until: u64,
-    /// The bucket after the current one when its fleet ring was last written, and whether the
-    /// sums or what this host published changed since: a ring whose range only moved on, with
-    /// no sum in the buckets it moved to, holds what it should already.
-    ring_written: Option<u64>,
-    changed: bool,
+    own: Counts,
 }
 
 /// What the sidecar keeps of a shard.
 #[derive(Default)]
 struct Shard {
-    /// The shard's version this host last read (`fleet::shard_keys`); `None` before the first
-    /// sync of the shard, whose reply gives this host's counts of the shard as Redis holds them.
-    version: Option<String>,
-    /// Until when (this host's clock) this host's key of the shard must live, and until when
-    /// it was last made to.
-    kept_until: u64,
-    renewed_until: u64,
-    /// This host's counts of services it does not count now, as the first sync found them (a
-    /// sidecar restarted, or reconnected): what it published of them, should it count them again.
-    published: HashMap<Vec<u8>, BTreeMap<BucketName, u64>>,
+    /// The shard's hash as this host last saw it: its birth ("" for none) and version; `None`
+    /// before the first call.
+    known: Option<(String, i64)>,
+    /// Whether the next call publishes all this host holds and reads every sum: before the
+    /// first call, and once Redis lost the shard (or went back to an older copy of it).
+    whole: bool,
+    buckets: BTreeMap<Bucket, BucketState>,
+    /// Other bucket durations Redis told of already.
+    told: BTreeSet<u64>,
+    /// Buckets whose sums held rows that are not counts, or below this host's own: the next
+    /// call has them recounted from every host's counts.
+    recount: BTreeSet<Bucket>,
+    /// Whether a call of this connection has checked the ACL rights.
+    checked: bool,
 }
 
-/// One bucket count to send.
-struct Update {
-    bucket: BucketName,
-    expected: Option<u64>,
-    count: u64,
+impl Shard {
+    /// Whether the next call publishes all this host holds, and reads every sum.
+    fn whole(&self) -> bool {
+        self.whole || self.known.is_none()
+    }
 }
 
-/// What one service sends in a sync.
-struct Sent {
-    service: Vec<u8>,
-    /// Seconds to keep its sums from now; 0 to leave them.
-    keep: u64,
-    updates: Vec<Update>,
-    /// Buckets no window may read any more: deleted from Redis.
-    gone: Vec<BucketName>,
+/// How one call of a shard went.
+enum Outcome {
+    Synced,
+    /// Redis lost the shard, or another host made it anew: publish all, read all.
+    Reborn,
+    /// A later call of this host was applied already: again, with a later sequence.
+    Stale,
+    /// Not ours, or not written: no retry this sync.
+    Skipped,
 }
 
-/// Buckets a bucket may be read for after it started, at the most: the longest window and the
-/// two buckets the rings keep beyond it (see `window::Ring`), whatever this host's window.
-const LONGEST_READ: u64 = ganesha_shm_core::window::MAX_BUCKETS + 2;
-
-/// Whether no window may read `bucket` at `now` any more, and the clock bound has passed since
-/// (Redis checks it again before it deletes it). Saturating: a start read from Redis may be any
-/// number.
-fn gone(bucket: &BucketName, now: u64) -> bool {
-    bucket.start.saturating_add(bucket.duration.saturating_mul(LONGEST_READ)).saturating_add(CLOCK_BOUND_S) < now
+/// What this host's segment holds now, by shard.
+struct Observed {
+    /// By shard, bucket and service, this host's counts.
+    counts: BTreeMap<u32, BTreeMap<Bucket, Counts>>,
+    /// Each service's counters' windows.
+    windows: BTreeMap<Vec<u8>, Vec<(u8, FleetWindow)>>,
+    /// The resets of each counter (by key), as the segment counts them.
+    resets: HashMap<Vec<u8>, u16>,
 }
 
 /// What the sidecar keeps between syncs.
@@ -127,15 +149,32 @@ pub struct Syncer {
     config: Config,
     /// This host's id: its segment's (`Segment::fleet_host_id`).
     host_id: u64,
-    services: HashMap<Vec<u8>, Service>,
     shards: HashMap<u32, Shard>,
-    /// Redis's time at the last sync (seconds), to mark this host live in Redis's time.
+    /// Each counter's resets as last seen (by key).
+    resets_seen: HashMap<Vec<u8>, u16>,
+    /// Services whose counters (a mask, as the script takes it) were reset and not yet said so.
+    pending_resets: HashMap<Vec<u8>, u8>,
+    /// By service, the bucket after the current one when its fleet rings were last written: a
+    /// ring whose range only moved on, with no sum in the buckets it moved to, holds what it
+    /// should already.
+    rings_written: HashMap<Vec<u8>, u64>,
+    /// Redis's time at the last sync (seconds), and how far this host's clock is ahead of it.
     redis_time: u64,
+    clock_ahead_s: i64,
 }
 
 impl Syncer {
     pub fn new(config: Config) -> Self {
-        Self { config, host_id: 0, services: HashMap::new(), shards: HashMap::new(), redis_time: 0 }
+        Self {
+            config,
+            host_id: 0,
+            shards: HashMap::new(),
+            resets_seen: HashMap::new(),
+            pending_resets: HashMap::new(),
+            rings_written: HashMap::new(),
+            redis_time: 0,
+            clock_ahead_s: 0,
+        }
     }
 
     /// The segment attached, with its host id: a new segment is another host, which starts
@@ -143,15 +182,25 @@ impl Syncer {
     pub fn attached(&mut self, host_id: u64) {
         if host_id != self.host_id {
             self.host_id = host_id;
-            self.forget_published();
+            self.forget();
         }
     }
 
-    /// Forgets what Redis holds, so that the next sync reads this host's counts back from it
-    /// and publishes what differs (after a reconnection: Redis may have restarted empty).
-    pub fn forget_published(&mut self) {
-        self.services.clear();
+    /// Forgets all it knows of Redis and of the segment: the next sync publishes all the segment
+    /// holds and reads back what Redis holds of it (a segment attached anew).
+    pub fn forget(&mut self) {
         self.shards.clear();
+        self.resets_seen.clear();
+        self.pending_resets.clear();
+        self.rings_written.clear();
+    }
+
+    /// A new connection: what Redis holds is checked again at the next call of each shard (the
+    /// shard's birth tells whether Redis lost it meanwhile), and the ACL rights with it.
+    pub fn reconnected(&mut self) {
+        for shard in self.shards.values_mut() {
+            shard.checked = false;
+        }
     }
 
     /// Seconds Redis keeps a bucket beyond the window reading it: two intervals and a second,
@@ -160,198 +209,205 @@ impl Syncer {
         (self.config.interval * 2).as_secs() + 1
     }
 
-    /// One sync at unix time `now` (seconds, this host's clock).
-    pub fn sync(&mut self, link: &mut Link, store: &Store<'_>, now: u64) -> redis::RedisResult<Report> {
-        let mut report = Report::default();
-        let margin = self.margin();
+    /// For each bucket duration this host reads, how long after its start it reads a bucket,
+    /// on Redis's clock: its longest window of that duration and a bucket, how far its clock is
+    /// behind Redis's, and the margin.
+    fn readers(&self, observed: &Observed) -> BTreeMap<u64, u64> {
+        let lag = u64::try_from(-self.clock_ahead_s).unwrap_or(0).min(CLOCK_BOUND_S);
+        let mut readers = BTreeMap::new();
+        for window in observed.windows.values().flatten().map(|(_, window)| window) {
+            let seconds = window.lifetime() + lag + self.margin();
+            let entry = readers.entry(window.bucket_duration).or_insert(0);
+            *entry = seconds.max(*entry);
+        }
+        readers
+    }
 
-        // What this host counted, by service: each counter's window and buckets.
-        let mut counted: BTreeMap<Vec<u8>, Vec<(u8, FleetWindow, Vec<(u64, u64)>)>> = BTreeMap::new();
+    /// What the segment holds now: this host's counts by shard and bucket, and the counters'
+    /// resets, noting those reset since the last sync.
+    fn observe(&mut self, store: &Store<'_>, now: u64) -> Observed {
+        let mut observed = Observed { counts: BTreeMap::new(), windows: BTreeMap::new(), resets: HashMap::new() };
         for own in store.own_buckets(now) {
-            if let Some((service, counter)) = fleet::counter_of(&own.key, &self.config.suffixes) {
-                counted.entry(service.to_vec()).or_default().push((counter, own.window, own.buckets));
+            let Some((service, counter)) = fleet::counter_of(&own.key, &self.config.suffixes) else { continue };
+            observed.windows.entry(service.to_vec()).or_default().push((counter, own.window));
+            observed.resets.insert(own.key.clone(), own.resets);
+            let shard = observed.counts.entry(fleet::shard_of(service)).or_default();
+            for &(start, count) in &own.buckets {
+                let bucket = Bucket { duration: own.window.bucket_duration, start };
+                let counts = shard.entry(bucket).or_default().entry(service.to_vec()).or_default();
+                counts[usize::from(counter)] = count;
             }
         }
-        // A service this host no longer counts is synced no more: its counts in Redis, and the
-        // fleet's in its ring, leave the window on their own. What it published of it is kept
-        // while Redis may hold it, should it count the service again.
-        let shards = &mut self.shards;
-        self.services.retain(|service, state| {
-            let counts = counted.contains_key(service);
-            if !counts {
-                let shard = shards.entry(fleet::shard_of(service)).or_default();
-                shard.published.insert(service.clone(), std::mem::take(&mut state.published));
-            }
-            counts
-        });
-        for shard in self.shards.values_mut() {
-            shard.published.retain(|_, published| {
-                published.retain(|bucket, _| !gone(bucket, now));
-                !published.is_empty()
-            });
-        }
-        report.services = counted.len();
-
-        // 1. What each service sends, by shard.
-        let mut sent: BTreeMap<u32, Vec<Sent>> = BTreeMap::new();
-        for (service, counters) in &counted {
-            let window = counters[0].1;
-            let shard = self.shards.entry(fleet::shard_of(service)).or_default();
-            let state = self.services.entry(service.clone()).or_insert_with(|| Service {
-                window,
-                version: None,
-                sums: BTreeMap::new(),
-                published: shard.published.remove(service).unwrap_or_default(),
-                kept_until: 0,
-                ring_written: None,
-                changed: true,
-            });
-            if state.window != window {
-                // The window changed here (a deploy): the sums of the old duration are not read.
-                state.window = window;
-                state.sums.clear();
-                state.changed = true;
-            }
-            let mut wanted: BTreeMap<BucketName, u64> = BTreeMap::new();
-            for (counter, counter_window, buckets) in counters {
-                for &(start, count) in buckets {
-                    wanted.insert(
-                        BucketName { duration: counter_window.bucket_duration, counter: *counter, start },
-                        count,
-                    );
+        // A counter whose resets moved was reset: its counts are set as they are now, lower.
+        for (key, &resets) in &observed.resets {
+            if self.resets_seen.get(key).is_some_and(|&seen| seen != resets) {
+                if let Some((service, counter)) = fleet::counter_of(key, &self.config.suffixes) {
+                    *self.pending_resets.entry(service.to_vec()).or_default() |= 1 << counter;
                 }
             }
-            let read_now = |bucket: &BucketName| {
-                // Saturating: a start read from Redis may be any number.
-                bucket
-                    .start
-                    .saturating_add(FleetWindow { bucket_duration: bucket.duration, ..window }.lifetime() + margin)
-                    >= now
-            };
-            // Read by no window any more, the clock bound past that (Redis checks it again).
-            let gone = |bucket: &BucketName| gone(bucket, now);
-            // What it published and no longer counts, in buckets still read (a reset): 0.
-            let known = shard.version.is_some();
-            let mut updates: Vec<Update> = state
-                .published
-                .iter()
-                .filter(|&(bucket, &count)| count > 0 && !wanted.contains_key(bucket) && read_now(bucket))
-                .map(|(&bucket, &count)| (bucket, 0, Some(count)))
-                .chain(
-                    wanted
-                        .iter()
-                        .filter(|&(bucket, count)| state.published.get(bucket) != Some(count))
-                        .map(|(&bucket, &count)| (bucket, count, state.published.get(&bucket).copied())),
-                )
-                // Before the shard's first sync this host does not know what Redis holds of it.
-                .map(|(bucket, count, published)| Update {
-                    bucket,
-                    expected: known.then(|| published.unwrap_or(0)),
-                    count,
-                })
-                .collect();
-            updates.sort_by_key(|update| update.bucket);
-            let mut old: Vec<BucketName> =
-                state.published.keys().chain(state.sums.keys()).copied().filter(gone).collect();
-            old.sort();
-            old.dedup();
-            state.published.retain(|bucket, _| !gone(bucket));
-            state.sums.retain(|bucket, _| !gone(bucket));
+        }
+        self.resets_seen = observed.resets.clone();
+        observed
+    }
 
-            // Lifetimes: the sums as long as the newest bucket this host reads or wrote, renewed
-            // with an eighth more, so that a busy service renews them once per eighth of its
-            // lifetime, not every sync; this host's key of the shard as long as its newest bucket.
-            let newest_own = wanted.keys().map(|bucket| bucket.start).max().unwrap_or(now);
-            let newest_read =
-                state.sums.keys().map(|bucket| bucket.start).filter(|&start| start <= now + CLOCK_BOUND_S).max();
-            let own_until = newest_own.saturating_add(window.lifetime() + margin);
-            let kept_until =
-                own_until.max(newest_read.map_or(0, |start| start.saturating_add(window.lifetime() + margin)));
-            let keep = if state.version.is_none() || kept_until > state.kept_until {
-                state.kept_until = kept_until.saturating_add(window.lifetime() / 8);
-                state.kept_until.saturating_sub(now).max(1)
-            } else {
-                0
-            };
-            shard.kept_until = shard.kept_until.max(own_until);
-            report.published += updates.len();
-            // What another host changed comes back unasked, unless this host holds no version
-            // of the shard: then every service goes, each with the version this host holds.
-            let send_all = shard.version.as_deref().is_none_or(str::is_empty);
-            if send_all || state.version.is_none() || keep > 0 || !updates.is_empty() || !old.is_empty() {
-                let sending = Sent { service: service.clone(), keep, updates, gone: old };
-                sent.entry(fleet::shard_of(service)).or_default().push(sending);
-            } else {
-                sent.entry(fleet::shard_of(service)).or_default();
+    /// One sync at unix time `now` (seconds, this host's clock); `sequence` is the segment's
+    /// word of the sidecar's sequence (`Segment::fleet_sequence`).
+    pub fn sync(
+        &mut self,
+        link: &mut Link,
+        store: &Store<'_>,
+        sequence: &AtomicU64,
+        now: u64,
+    ) -> redis::RedisResult<Report> {
+        let mut report = Report { complete: true, ..Report::default() };
+        let observed = self.observe(store, now);
+        report.services = observed.windows.len();
+        let readers = self.readers(&observed);
+
+        // The shards of the services this host counts, and of those it reset: each called at
+        // most twice (again when Redis lost it, or refused the call as late).
+        let mut todo: BTreeSet<u32> = observed.counts.keys().copied().collect();
+        todo.extend(self.pending_resets.keys().map(|service| fleet::shard_of(service)));
+        let mut calls: HashMap<u32, u8> = HashMap::new();
+        let mut marked = false;
+        // At least once: this host's marks go even when it counts nothing.
+        while !todo.is_empty() || !marked {
+            // The shards this host knows go in one pipeline, with its marks; a shard it publishes
+            // whole goes in a round trip of its own, so that when every host republishes at once
+            // (Redis restarted empty) no reply waits behind more than one call of each.
+            let (whole, known): (Vec<u32>, Vec<u32>) =
+                todo.iter().partition(|shard| self.shards.get(shard).is_none_or(Shard::whole));
+            let mut again = BTreeSet::new();
+            for batch in std::iter::once(known).chain(whole.into_iter().map(|shard| vec![shard])) {
+                if batch.is_empty() && marked {
+                    continue;
+                }
+                let number = next_sequence(sequence);
+                let mut sent = Vec::new();
+                let mut commands = Vec::new();
+                for &shard in &batch {
+                    let (command, call) = self.call(shard, &observed, &readers, number, &link.script);
+                    report.published += call.updates.len();
+                    commands.push(command);
+                    sent.push((shard, call));
+                }
+                if !marked {
+                    commands.extend(self.marks());
+                }
+                let replies = link.run(commands)?;
+                report.round_trips += 1;
+                if !marked {
+                    self.take_marks(&replies[sent.len()..], &mut report);
+                    marked = true;
+                }
+                for ((shard, call), reply) in sent.into_iter().zip(&replies) {
+                    let called = calls.entry(shard).or_default();
+                    *called += 1;
+                    match self.take_reply(shard, &call, reply, &observed, sequence, &mut report)? {
+                        Outcome::Synced | Outcome::Skipped => {}
+                        Outcome::Reborn | Outcome::Stale if *called < 2 => {
+                            again.insert(shard);
+                        }
+                        Outcome::Reborn | Outcome::Stale => report.complete = false,
+                    }
+                }
+            }
+            todo = again;
+        }
+        self.forget_gone(&readers);
+        self.write_rings(store, &observed, now, &mut report);
+        Ok(report)
+    }
+
+    /// The call of `shard`, with what it sends.
+    fn call(
+        &mut self,
+        shard: u32,
+        observed: &Observed,
+        readers: &BTreeMap<u64, u64>,
+        sequence: u64,
+        script: &str,
+    ) -> (Cmd, Sent) {
+        let state = self.shards.entry(shard).or_default();
+        let full = state.whole();
+        let resets: Vec<(Vec<u8>, u8)> = self
+            .pending_resets
+            .iter()
+            .filter(|(service, _)| fleet::shard_of(service) == shard)
+            .map(|(service, &mask)| (service.clone(), mask))
+            .collect();
+        let nothing = BTreeMap::new();
+        let seen = observed.counts.get(&shard).unwrap_or(&nothing);
+        // Every bucket this host counted in, or published to: what it publishes of each is what
+        // it published, raised to what it counts now, or set to it for the counters it reset.
+        let buckets: BTreeSet<Bucket> = seen.keys().chain(state.buckets.keys()).copied().collect();
+        let mut updates = Vec::new();
+        for bucket in buckets {
+            let published = state.buckets.get(&bucket).map(|b| &b.own);
+            let touched_by_reset = published.is_some_and(|own| resets.iter().any(|(s, _)| own.contains_key(s)));
+            if !full && !seen.contains_key(&bucket) && !touched_by_reset {
+                continue;
+            }
+            let rows = publishing(published, seen.get(&bucket), &resets);
+            let unchanged = published.is_some_and(|own| same_counts(own, &rows));
+            if rows.is_empty() && published.is_none_or(Counts::is_empty) {
+                continue;
+            }
+            if full || !unchanged {
+                updates.push((bucket, rows));
             }
         }
+        let (born, version) = state.known.clone().unwrap_or_default();
+        let mut request = Writer::default();
+        request.array(13);
+        request.bytes(fleet::host_id_text(self.host_id).as_bytes()).uint(sequence);
+        request.bytes(born.as_bytes()).int(if state.known.is_some() { version } else { -1 });
+        request.uint(u64::from(full));
+        request.array(readers.len() * 2);
+        for (&duration, &seconds) in readers {
+            request.uint(duration).uint(seconds);
+        }
+        request.uint((3 * self.config.interval.as_millis() as u64).div_ceil(1000) + 1);
+        request.array(updates.len() * 2);
+        for (bucket, rows) in &updates {
+            request.bytes(fleet::bucket_field(*bucket).as_bytes()).bytes(&packed::pack_rows(rows));
+        }
+        request.array(resets.len() * 2);
+        for (service, mask) in &resets {
+            request.bytes(service).uint(u64::from(*mask));
+        }
+        request.uint(CLOCK_BOUND_S).uint(u64::from(!state.checked));
+        request.array(state.told.len());
+        for &duration in &state.told {
+            request.uint(duration);
+        }
+        request.array(state.recount.len());
+        for &bucket in &state.recount {
+            request.bytes(fleet::bucket_field(bucket).as_bytes());
+        }
+        let mut command = redis::cmd("EVALSHA");
+        command.arg(script).arg(1).arg(fleet::shard_key(&self.config.fleet, shard));
+        command.arg(request.bytes);
+        (command, Sent { updates, resets })
+    }
 
-        // 2. One pipeline: the shards' script calls, then this host's marks.
+    /// This host's marks beside the calls: in the fleet's set of live hosts (whose size is the
+    /// number of hosts), and under its name.
+    fn marks(&self) -> Vec<Cmd> {
         let host_id = fleet::host_id_text(self.host_id);
-        let mut commands: Vec<Cmd> = Vec::new();
-        let mut firsts: Vec<bool> = Vec::new();
-        for (&shard, services) in &sent {
-            let state = self.shards.entry(shard).or_default();
-            let [version, changes, hosts] = fleet::shard_keys(&self.config.fleet, shard);
-            let mut command = redis::cmd("EVALSHA");
-            command.arg(&link.script).arg(4 + services.len());
-            command.arg(version).arg(changes).arg(hosts).arg(fleet::host_key(&self.config.fleet, shard, self.host_id));
-            for service in services {
-                command.arg(fleet::sums_key(&self.config.fleet, &service.service));
-            }
-            // This host's key lives as long as its newest bucket, renewed with an eighth more.
-            let keep_own = if state.version.is_none() || state.kept_until > state.renewed_until {
-                state.renewed_until = state.kept_until + state.kept_until.saturating_sub(now) / 8;
-                state.renewed_until.saturating_sub(now).max(1)
-            } else {
-                0
-            };
-            firsts.push(state.version.is_none());
-            command
-                .arg(&host_id)
-                .arg(fleet::host_key_prefix(&self.config.fleet, shard))
-                .arg(LONGEST_READ)
-                .arg(CLOCK_BOUND_S)
-                .arg(state.version.as_deref().unwrap_or(""))
-                .arg(keep_own)
-                .arg(if state.version.is_none() { "1" } else { "0" })
-                .arg(fleet::sums_key_prefix(&self.config.fleet, shard));
-            for service in services {
-                let version = self.services[&service.service].version.clone().unwrap_or_default();
-                command
-                    .arg(&service.service[..])
-                    .arg(version)
-                    .arg(service.keep)
-                    .arg(service.updates.len())
-                    .arg(service.gone.len());
-                for update in &service.updates {
-                    command
-                        .arg(fleet::bucket_field(update.bucket))
-                        .arg(update.bucket.start)
-                        .arg(update.expected.map(|count| count.to_string()).unwrap_or_default())
-                        .arg(update.count);
-                }
-                for bucket in &service.gone {
-                    command.arg(fleet::bucket_field(*bucket));
-                }
-            }
-            commands.push(command);
-        }
         let interval_ms = self.config.interval.as_millis() as u64;
-        let redis_time = if self.redis_time == 0 { now } else { self.redis_time };
+        let redis_time = if self.redis_time == 0 { unix_now() } else { self.redis_time };
         let hosts = fleet::hosts_key(&self.config.fleet);
         let live_s = (3 * interval_ms).div_ceil(1000).max(2);
-        commands.push(redis::cmd("ZADD").arg(&hosts).arg(redis_time).arg(&host_id).to_owned());
-        commands.push(
+        vec![
+            redis::cmd("ZADD").arg(&hosts).arg(redis_time).arg(&host_id).to_owned(),
             redis::cmd("ZREMRANGEBYSCORE")
                 .arg(&hosts)
                 .arg("-inf")
                 .arg(redis_time.saturating_sub(live_s + 1))
                 .to_owned(),
-        );
-        commands.push(redis::cmd("ZCOUNT").arg(&hosts).arg(redis_time.saturating_sub(live_s)).arg("+inf").to_owned());
-        commands.push(redis::cmd("EXPIRE").arg(&hosts).arg(live_s + 1).to_owned());
-        commands.push(
+            redis::cmd("ZCOUNT").arg(&hosts).arg(redis_time.saturating_sub(live_s)).arg("+inf").to_owned(),
+            redis::cmd("EXPIRE").arg(&hosts).arg(live_s + 1).to_owned(),
             redis::cmd("SET")
                 .arg(fleet::name_key(&self.config.fleet, &self.config.host))
                 .arg(&host_id)
@@ -359,105 +415,210 @@ impl Syncer {
                 .arg(3 * interval_ms)
                 .arg("GET")
                 .to_owned(),
-        );
-        let replies = link.run(commands)?;
-        report.round_trips += 1;
+        ]
+    }
 
-        // What the shards answered.
-        let marks = &replies[sent.len()..];
-        report.hosts = int(&marks[2]).unwrap_or(1).max(1) as usize;
+    fn take_marks(&self, marks: &[Value], report: &mut Report) {
+        report.hosts = marks.get(2).and_then(int).unwrap_or(1).max(1) as usize;
         if let Some(Value::BulkString(previous)) = marks.get(4) {
-            if previous != host_id.as_bytes() {
+            if previous != fleet::host_id_text(self.host_id).as_bytes() {
                 report.namesakes.push(String::from_utf8_lossy(previous).into_owned());
             }
         }
-        for (((&shard, services), reply), first) in sent.iter().zip(&replies).zip(firsts) {
-            let Value::Array(items) = reply else { return Err(unexpected("a shard's reply is not a list")) };
-            let [time, version, own, changed, answers @ ..] = &items[..] else {
-                return Err(unexpected("a shard's reply lacks the time, version, own counts or changes"));
-            };
-            let redis_now = int(time).ok_or_else(|| unexpected("no time in a shard's reply"))?;
-            self.redis_time = redis_now as u64;
-            report.clock_ahead_s = now as i64 - redis_now;
-            let state = self.shards.entry(shard).or_default();
-            if text(version) == "lost" {
-                // Redis lost the shard (flushed): the next sync publishes it all again, as after
-                // a reconnection.
-                self.shards.remove(&shard);
-                self.services.retain(|service, _| fleet::shard_of(service) != shard);
-                report.lost_shards += 1;
+    }
+
+    /// Takes what the script answered for `shard`.
+    fn take_reply(
+        &mut self,
+        shard: u32,
+        sent: &Sent,
+        reply: &Value,
+        observed: &Observed,
+        sequence: &AtomicU64,
+        report: &mut Report,
+    ) -> redis::RedisResult<Outcome> {
+        let Value::Array(items) = reply else { return Err(unexpected("a shard's reply is not a list")) };
+        let [status, time, born, version, stored, sums, own, figures, others] = &items[..] else {
+            return Err(unexpected("a shard's reply has not 9 items"));
+        };
+        let redis_now = int(time).ok_or_else(|| unexpected("no time in a shard's reply"))?;
+        self.redis_time = redis_now as u64;
+        self.clock_ahead_s = unix_now() as i64 - redis_now;
+        report.clock_ahead_s = self.clock_ahead_s;
+        let state = self.shards.entry(shard).or_default();
+        state.checked = true;
+        let key = fleet::shard_key(&self.config.fleet, shard);
+        match text(status).as_str() {
+            "ok" => {}
+            "reborn" => {
+                // Redis lost the shard (or another host made it first): what this host published
+                // there is published again, with full; the sums are read again.
+                if state.known.as_ref().is_some_and(|(born, _)| !born.is_empty()) {
+                    report.lost_shards += 1;
+                }
+                state.whole = true;
+                for bucket in state.buckets.values_mut() {
+                    bucket.sums.clear();
+                }
+                self.mark_services_of(shard);
+                return Ok(Outcome::Reborn);
+            }
+            "stale" => {
+                report.stale += 1;
+                let stored = int(stored).unwrap_or(0).max(0) as u64;
+                // Relaxed: the sidecar alone writes the word, from this thread.
+                sequence.fetch_max(stored.min(MAX_SEQUENCE), Ordering::Relaxed);
+                return Ok(Outcome::Stale);
+            }
+            "foreign" => {
+                report.foreign.push(key);
+                state.known = None;
+                state.whole = true;
+                state.buckets.clear();
+                self.mark_services_of(shard);
+                return Ok(Outcome::Skipped);
+            }
+            other => {
+                // "full": Redis is out of memory and evicts nothing; the text says so.
+                report.unwritten.push(format!("{} ({other})", String::from_utf8_lossy(&key)));
+                report.complete = false;
+                return Ok(Outcome::Skipped);
+            }
+        }
+        let figures: Vec<i64> = match figures {
+            Value::Array(values) => values.iter().map(|value| int(value).unwrap_or(0)).collect(),
+            _ => Vec::new(),
+        };
+        let figure = |at: usize| figures.get(at).copied().unwrap_or(0).max(0) as u64;
+        report.rejected += figure(0);
+        report.recounted += figure(2) as usize;
+        let mut bad = figure(3);
+
+        state.known = Some((text(born), int(version).unwrap_or(0)));
+        state.whole = false;
+        state.recount.clear();
+        let mut dirty: HashSet<Vec<u8>> = HashSet::new();
+        // What was applied: what this host sent, but where Redis holds more (below).
+        for (bucket, rows) in &sent.updates {
+            let applies = bucket.start <= self.redis_time + CLOCK_BOUND_S;
+            if applies {
+                let own = &mut state.buckets.entry(*bucket).or_default().own;
+                dirty.extend(rows.iter().map(|(service, _)| service.clone()));
+                dirty.extend(own.keys().cloned());
+                *own = rows.iter().cloned().collect();
+            }
+        }
+        for (field, blob) in pairs(own) {
+            let Some(bucket) = fleet::parse_bucket_field(&field) else { continue };
+            let Some((rows, skipped)) = packed::unpack_rows(&blob, MAX_COUNT) else {
+                bad += 1;
                 continue;
+            };
+            bad += skipped;
+            let own = &mut state.buckets.entry(bucket).or_default().own;
+            dirty.extend(rows.iter().map(|(service, _)| service.clone()));
+            *own = rows.into_iter().collect();
+        }
+        for (field, blob) in pairs(sums) {
+            let Some(bucket) = fleet::parse_bucket_field(&field) else { continue };
+            let (rows, skipped) = packed::unpack_rows(&blob, MAX_COUNT).unwrap_or((Rows::new(), 1));
+            bad += skipped;
+            let bucket_state = state.buckets.entry(bucket).or_default();
+            dirty.extend(bucket_state.sums.keys().cloned());
+            dirty.extend(rows.iter().map(|(service, _)| service.clone()));
+            bucket_state.sums = rows.into_iter().collect();
+            // Rows that are not counts, or a sum below what this host published: not what the
+            // hosts counted. The next call has the bucket recounted.
+            let below = bucket_state.own.iter().any(|(service, own)| {
+                let sum = bucket_state.sums.get(service).copied().unwrap_or_default();
+                (0..3).any(|c| sum[c] < own[c])
+            });
+            if skipped > 0 || below {
+                state.recount.insert(bucket);
             }
-            // An empty version (the shard's is not a counter: not ours) makes the next sync
-            // look at every service again.
-            state.version = Some(text(version));
-            let mut published: HashMap<Vec<u8>, BTreeMap<BucketName, u64>> = HashMap::new();
-            if first {
-                // This host's counts of the shard as Redis holds them, after this call's writes.
-                for (field, count) in counts(own) {
-                    if let Some((bucket, service)) = fleet::parse_host_field(&field) {
-                        published.entry(service.to_vec()).or_default().insert(bucket, count);
-                    }
-                }
-            }
-            for (service, answer) in services.iter().zip(answers) {
-                if let Some(mine) = first.then(|| published.remove(&service.service).unwrap_or_default()) {
-                    let Some(state) = self.services.get_mut(&service.service) else { continue };
-                    state.published = mine;
-                    state.changed = true;
-                }
-                self.take_answer(service, answer, redis_now as u64, first, &mut report)?;
-            }
-            if first {
-                if let Some(state) = self.shards.get_mut(&shard) {
-                    state.published = published;
-                }
-            }
-            // The services another host changed, of those this host did not send.
-            if let Value::Array(changed) = changed {
-                for four in changed.chunks_exact(4) {
-                    let [Value::BulkString(service), version, sums, skipped] = four else { continue };
-                    if let Some(state) = self.services.get_mut(&service[..]) {
-                        state.version = Some(text(version));
-                        take_sums(state, service, sums, &mut report);
-                        note_skipped(&self.config.fleet, service, skipped, &mut report);
+        }
+        if bad > 0 {
+            report.bad_rows.push((key, bad));
+        }
+        // Other durations: each service this host counts in them is said once.
+        if let Value::Array(others) = others {
+            for pair in others.chunks_exact(2) {
+                let (Some(duration), Value::BulkString(blob)) = (int(&pair[0]), &pair[1]) else { continue };
+                let duration = duration.max(0) as u64;
+                state.told.insert(duration);
+                let Some((rows, _)) = packed::unpack_rows(blob, MAX_COUNT) else { continue };
+                for (service, _) in rows {
+                    if let Some(windows) = observed.windows.get(&service) {
+                        let ours = windows[0].1.bucket_duration;
+                        report.other_durations.push((service, duration, ours));
                     }
                 }
             }
         }
+        // The resets sent are said.
+        for (service, _) in &sent.resets {
+            self.pending_resets.remove(service);
+        }
+        for service in dirty {
+            self.rings_written.remove(&service);
+        }
+        Ok(Outcome::Synced)
+    }
 
-        // 3. The other hosts' counts into the fleet rings.
-        for (service, counters) in &counted {
-            // None: a shard Redis lost, whose services start again at the next sync.
-            let Some(state) = self.services.get_mut(service) else { continue };
-            let next = state.window.bucket_at(now) + 1;
-            let duration = state.window.bucket_duration;
-            let unchanged = !state.changed
-                && state.ring_written.is_some_and(|written| {
-                    // The buckets the range moved to hold no sum: they read as 0 as they are.
-                    state.sums.keys().all(|bucket| bucket.start < written * duration || bucket.start > next * duration)
-                });
-            state.ring_written = Some(next);
-            state.changed = false;
+    /// The fleet rings of the services of `shard` are written again at the end of the sync.
+    fn mark_services_of(&mut self, shard: u32) {
+        self.rings_written.retain(|service, _| fleet::shard_of(service) != shard);
+    }
+
+    /// Forgets the buckets no window reads any more (by Redis's clock, as the script does).
+    fn forget_gone(&mut self, readers: &BTreeMap<u64, u64>) {
+        let now = self.redis_time;
+        for shard in self.shards.values_mut() {
+            shard.buckets.retain(|bucket, state| {
+                let read_for = readers
+                    .get(&bucket.duration)
+                    .copied()
+                    .unwrap_or(bucket.duration.saturating_mul(LONGEST_READ).saturating_add(CLOCK_BOUND_S));
+                // A bucket past Redis's time and the bound is no host's (someone wrote it there).
+                let kept = bucket.start.saturating_add(read_for) >= now && bucket.start <= now + CLOCK_BOUND_S;
+                kept && !(state.own.is_empty() && state.sums.is_empty())
+            });
+        }
+    }
+
+    /// The other hosts' counts into the fleet rings of the services this host counts.
+    fn write_rings(&mut self, store: &Store<'_>, observed: &Observed, now: u64, report: &mut Report) {
+        for (service, counters) in &observed.windows {
+            let window = counters[0].1;
+            let next = window.bucket_at(now) + 1;
+            let shard = self.shards.get(&fleet::shard_of(service));
+            let sum_of = |bucket: Bucket, counter: usize| -> u64 {
+                let Some(state) = shard.and_then(|shard| shard.buckets.get(&bucket)) else { return 0 };
+                let sum = state.sums.get(service).map_or(0, |counts| counts[counter]);
+                let own = state.own.get(service).map_or(0, |counts| counts[counter]);
+                sum.saturating_sub(own)
+            };
+            let unchanged = self.rings_written.get(service).is_some_and(|&written| {
+                // The buckets the range moved to hold no sum: they read as 0 as they are.
+                (written + 1..=next).all(|number| {
+                    let bucket = Bucket { duration: window.bucket_duration, start: number * window.bucket_duration };
+                    (0..3).all(|counter| sum_of(bucket, counter) == 0)
+                })
+            });
+            self.rings_written.insert(service.clone(), next);
             if unchanged {
                 continue;
             }
             for (counter, suffix) in self.config.suffixes.iter().enumerate() {
-                let counter = counter as u8;
                 // A counter this host has not counted yet takes its service's window.
-                let window = counters.iter().find(|(c, ..)| *c == counter).map_or(state.window, |(_, w, _)| *w);
+                let window = counters.iter().find(|(c, _)| usize::from(*c) == counter).map_or(window, |(_, w)| *w);
                 let mut ring = vec![None; store.ring_len()];
                 let mut newest = None;
-                for (bucket, (index, lap)) in store.ring_range(window, now) {
-                    let name = BucketName {
-                        duration: window.bucket_duration,
-                        counter,
-                        start: bucket * window.bucket_duration,
-                    };
-                    let sum = state.sums.get(&name).copied().unwrap_or(0);
-                    let others = sum.saturating_sub(state.published.get(&name).copied().unwrap_or(0));
+                for (number, (index, lap)) in store.ring_range(window, now) {
+                    let bucket = Bucket { duration: window.bucket_duration, start: number * window.bucket_duration };
+                    let others = sum_of(bucket, counter);
                     if others > 0 {
-                        newest = Some(name.start);
+                        newest = Some(bucket.start);
                     }
                     ring[index] = Some((lap, others));
                 }
@@ -471,87 +632,64 @@ impl Syncer {
                 }
             }
         }
-        Ok(report)
-    }
-
-    /// Takes what the script answered for a service: `sent` was sent, and this host's counts
-    /// are read back already when the shard's sync is its `first`.
-    fn take_answer(
-        &mut self,
-        sent: &Sent,
-        answer: &Value,
-        redis_now: u64,
-        first: bool,
-        report: &mut Report,
-    ) -> redis::RedisResult<()> {
-        // The version alone: every update applied, nothing to read.
-        let brief = [Value::BulkString(Vec::new()), Value::Int(0), Value::Int(0), Value::Int(0), Value::Nil];
-        let (version, [error, rejected, recounted, skipped, sums]) = match answer {
-            Value::BulkString(_) => (answer, &brief),
-            Value::Array(fields) => match &fields[..] {
-                [version, rest @ ..] => (
-                    version,
-                    <&[Value; 5]>::try_from(rest).map_err(|_| unexpected("a service's answer has not 6 items"))?,
-                ),
-                [] => return Err(unexpected("a service's answer is empty")),
-            },
-            _ => return Err(unexpected("a service's answer is neither a version nor a list")),
-        };
-        let error = text(error);
-        if !error.is_empty() {
-            report.unusable.push((sent.service.clone(), error));
-            return Ok(());
-        }
-        report.rejected += int(rejected).unwrap_or(0) as u64;
-        report.republished += int(recounted).unwrap_or(0) as usize;
-        note_skipped(&self.config.fleet, &sent.service, skipped, report);
-        let Some(state) = self.services.get_mut(&sent.service) else { return Ok(()) };
-        let was_known = state.version.is_some();
-        let duration = state.window.bucket_duration;
-        if !first {
-            // What was applied: every update but those stamped past the bound.
-            for update in sent.updates.iter().filter(|update| update.bucket.start <= redis_now + CLOCK_BOUND_S) {
-                let before = state.published.insert(update.bucket, update.count).unwrap_or(0);
-                if was_known && update.bucket.duration == duration {
-                    // Another host's change comes with the sums; this host's own moves them alike.
-                    let sum = state.sums.entry(update.bucket).or_insert(0);
-                    *sum = (*sum + update.count).saturating_sub(before);
-                }
-            }
-            // This host's own counts moved the sums as much as what it published: what the
-            // other hosts counted, and so the fleet ring, is as it was.
-        }
-        state.version = Some(text(version));
-        take_sums(state, &sent.service, sums, report);
-        Ok(())
     }
 }
 
-/// The fields of the sums of `service` the script skipped, when there were any.
-fn note_skipped(fleet: &str, service: &[u8], skipped: &Value, report: &mut Report) {
-    let skipped = int(skipped).unwrap_or(0) as u64;
-    if skipped > 0 {
-        report.bad_fields.push((fleet::sums_key(fleet, service), skipped));
-    }
+/// What a call sent.
+struct Sent {
+    updates: Vec<(Bucket, Rows)>,
+    resets: Vec<(Vec<u8>, u8)>,
 }
 
-/// The sums the script gave for `service`, when it gave them: the buckets of this host's
-/// duration are kept; those of another noted.
-fn take_sums(state: &mut Service, service: &[u8], sums: &Value, report: &mut Report) {
-    if !matches!(sums, Value::Array(_)) {
-        return;
+/// The next call's sequence: one more than the segment's last.
+fn next_sequence(sequence: &AtomicU64) -> u64 {
+    // Relaxed: the sidecar alone writes the word, from this thread; it orders nothing else.
+    let next = sequence.fetch_add(1, Ordering::Relaxed).wrapping_add(1);
+    if next == 0 || next > MAX_SEQUENCE {
+        sequence.store(1, Ordering::Relaxed);
+        return 1;
     }
-    let duration = state.window.bucket_duration;
-    state.changed = true;
-    state.sums.clear();
-    for (field, count) in counts(sums) {
-        let Some(bucket) = fleet::parse_bucket_field(&field) else { continue };
-        if bucket.duration == duration {
-            state.sums.insert(bucket, count);
-        } else if !report.other_durations.iter().any(|(s, d, _)| s == service && *d == bucket.duration) {
-            report.other_durations.push((service.to_vec(), bucket.duration, duration));
+    next
+}
+
+/// What this host publishes of a bucket: what it published, raised to what its segment holds,
+/// or set to that for the counters it reset; rows of all zeros left out; in service order.
+fn publishing(published: Option<&Counts>, seen: Option<&Counts>, resets: &[(Vec<u8>, u8)]) -> Rows {
+    let empty = Counts::new();
+    let (published, seen) = (published.unwrap_or(&empty), seen.unwrap_or(&empty));
+    let services: BTreeSet<&Vec<u8>> = published.keys().chain(seen.keys()).collect();
+    let mut rows = Rows::new();
+    for service in services {
+        let mask = resets.iter().find(|(s, _)| s == service).map_or(0, |(_, mask)| *mask);
+        let (before, now) =
+            (published.get(service).copied().unwrap_or_default(), seen.get(service).copied().unwrap_or_default());
+        let counts: [u64; 3] =
+            std::array::from_fn(|c| if mask & (1 << c) != 0 { now[c] } else { before[c].max(now[c]) });
+        if counts != [0; 3] {
+            rows.push((service.clone(), counts));
         }
     }
+    rows
+}
+
+fn same_counts(own: &Counts, rows: &Rows) -> bool {
+    own.len() == rows.len() && rows.iter().all(|(service, counts)| own.get(service) == Some(counts))
+}
+
+/// The `field, value` pairs of a flat list of bulk strings.
+fn pairs(value: &Value) -> Vec<(Vec<u8>, Vec<u8>)> {
+    let Value::Array(items) = value else { return Vec::new() };
+    items
+        .chunks_exact(2)
+        .filter_map(|pair| match pair {
+            [Value::BulkString(field), Value::BulkString(value)] => Some((field.clone(), value.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+fn unix_now() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |elapsed| elapsed.as_secs())
 }
 
 fn unexpected(what: &'static str) -> redis::RedisError {
@@ -575,15 +713,46 @@ fn text(value: &Value) -> String {
     }
 }
 
-/// The fields and counts of a flat field, count list (the script checked their shape; the
-/// counts are checked again here, as anything from Redis is); none for the script's false.
-fn counts(value: &Value) -> Vec<(Vec<u8>, u64)> {
-    let Value::Array(items) = value else { return Vec::new() };
-    items
-        .chunks_exact(2)
-        .filter_map(|pair| match pair {
-            [Value::BulkString(field), Value::BulkString(count)] => Some((field.clone(), fleet::parse_count(count)?)),
-            _ => None,
-        })
-        .collect()
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn counts(rows: &[(&str, [u64; 3])]) -> Counts {
+        rows.iter().map(|(service, counts)| (service.as_bytes().to_vec(), *counts)).collect()
+    }
+
+    #[test]
+    fn what_is_published_only_grows_but_for_a_reset() {
+        let published = counts(&[("a", [5, 2, 0]), ("b", [1, 1, 1])]);
+        // The clock moved: the segment reads less of a bucket (or none of b): nothing goes down.
+        let seen = counts(&[("a", [3, 4, 0])]);
+        assert_eq!(
+            publishing(Some(&published), Some(&seen), &[]),
+            vec![(b"a".to_vec(), [5, 4, 0]), (b"b".to_vec(), [1, 1, 1])]
+        );
+        // a's failures reset (bit 1): set as the segment holds them; its successes grow as ever.
+        assert_eq!(
+            publishing(Some(&published), Some(&seen), &[(b"a".to_vec(), 0b010)]),
+            vec![(b"a".to_vec(), [5, 4, 0]), (b"b".to_vec(), [1, 1, 1])],
+            "a failure count reset to 4 stays 4"
+        );
+        assert_eq!(
+            publishing(Some(&published), None, &[(b"b".to_vec(), 0b111)]),
+            vec![(b"a".to_vec(), [5, 2, 0])],
+            "b reset whole: its row goes"
+        );
+        assert_eq!(publishing(None, Some(&counts(&[("c", [0, 0, 0])])), &[]), Vec::new(), "no row of zeros");
+        assert!(same_counts(&published, &publishing(Some(&published), None, &[])));
+        assert!(!same_counts(&published, &publishing(Some(&published), Some(&seen), &[])));
+    }
+
+    #[test]
+    fn the_sequence_grows_and_starts_again_from_a_word_not_ours() {
+        let word = AtomicU64::new(41);
+        assert_eq!((next_sequence(&word), next_sequence(&word)), (42, 43));
+        word.store(u64::MAX, Ordering::Relaxed);
+        assert_eq!(next_sequence(&word), 1, "a word someone else wrote: from 1, and Redis says where to go on");
+        word.store(MAX_SEQUENCE + 7, Ordering::Relaxed);
+        assert_eq!((next_sequence(&word), word.load(Ordering::Relaxed)), (1, 1));
+    }
 }
