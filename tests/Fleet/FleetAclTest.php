@@ -35,16 +35,16 @@ final class FleetAclTest extends FleetTestCase
     public function testAUserWithoutOneRightIsRefusedInALineNamingItAndTheHostsDecideAlone(): void
     {
         $this->redis = RedisServer::start($this->dir);
-        $rule = \str_replace(' +zadd ', ' ', self::ACL_RULE);
+        $rule = \str_replace(' +hset ', ' ', self::ACL_RULE);
         self::assertNotSame(self::ACL_RULE, $rule);
         [$user, $password] = $this->createUser($rule, $this->redis);
 
         $lines = $this->assertRefusedHostsDecideAlone("redis://{$user}:{$password}@127.0.0.1:{$this->redis->port}", [], true);
         foreach ($lines as $name => $line) {
             self::assertStringContainsString("refused by redis://{$user}:***@127.0.0.1:{$this->redis->port}", $line, $name);
-            self::assertStringContainsString('fleet mode needs the right +zadd', $line, "{$name}'s line names the missing right");
+            self::assertStringContainsString('fleet mode needs the right +hset, on the keys of its fleet such as ganesha-shm:3:{' . $this->fleet . ':', $line, "{$name}'s line names the missing right");
             self::assertStringNotContainsString($password, $line, $name);
         }
-        self::report('ACL user without +zadd: ' . \substr($lines['h1'], (int) \strpos($lines['h1'], 'refused by')));
+        self::report('ACL user without +hset: ' . \substr($lines['h1'], (int) \strpos($lines['h1'], 'refused by')));
     }
 }

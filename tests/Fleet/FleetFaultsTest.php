@@ -15,10 +15,12 @@ use Zeusi\GaneshaShmAdapter\Tests\Support\SkewedClock;
  * or duplicate host, data in Redis anyone may have written) never erases a host's counts, never
  * turns fleet mode off, never crowds a host's own services, and leaves nothing behind.
  *
- * Keys of version 2 start with `ganesha-shm:2:`; the tests find them with SCAN. Where a fault is
- * written into Redis, it is written in the keys of version 1 too (`ganesha-shm:{<fleet>:<service>}`,
- * a field per host and counter, `1 <ring length> <kept until> <position>:<lap>:<count> …`), which
- * version 2 ignores, so that each test also shows the fault on a build of version 1.
+ * Keys of format 3 start with `ganesha-shm:3:`, one hash per shard of the services
+ * (`ganesha-shm:3:{<fleet>:<shard>}`); the tests find them with SCAN, or by the shard of a service.
+ * Where a fault is written into Redis, it is written in the keys of version 1 too
+ * (`ganesha-shm:{<fleet>:<service>}`, a field per host and counter, `1 <ring length> <kept until>
+ * <position>:<lap>:<count> …`), which later formats ignore, so that each test also shows the fault
+ * on a build of version 1.
  */
 final class FleetFaultsTest extends FleetTestCase
 {
@@ -135,7 +137,7 @@ final class FleetFaultsTest extends FleetTestCase
         \usort($reports, fn (array $one, array $other) => $one[0] <=> $other[0]);
         $late = false;
         foreach ($reports as [$at, $host, $failures]) {
-            // Late on a slow machine: no collision on version 1, the same promise on version 2.
+            // Late on a slow machine: no collision on version 1, the same promise on format 3.
             $late = $late || \microtime(true) > $at;
             \usleep((int) \max(0, ($at + 0.05 - \microtime(true)) * 1e6));
             $host->record($service, $failures);
@@ -177,26 +179,25 @@ final class FleetFaultsTest extends FleetTestCase
             $everywhere .= " {$position}:" . ($lap & 0xFFFFF) . ':1';
         }
         $this->redis->cli(['HSET', $this->v1Key($service), "intruder ganesha_{$service}_failure", $everywhere]);
-        // Version 2: the service's sums, wherever its shard is.
-        $hostile = [];
-        foreach ($this->v2Keys('s', $service) as $sums) {
-            $hostile = [
-                "1:1:" . ($now + 100_000) => '1000000',
-                "1:1:" . ($now + 120) => '1000',
-                "1:1:" . ($now - 5) => '99999999999999999999999',
-                "1:1:" . ($now - 6) => '-1000',
-                "1:1:" . ($now - 7) => 'many',
-                "1:0:" . ($now - 8) => '1e9',
-                "1:9:{$now}" => '5',
-                "0:1:{$now}" => '5',
-                '1:1:soon' => '5',
-                '1:1' => '5',
-                'garbage' => '5',
-            ];
-            foreach ($hostile as $field => $value) {
-                $this->redis->cli(['HSET', $sums, (string) $field, $value]);
-            }
-        }
+        // Version 3: rows that are not counts in the sums of the service's buckets, and buckets
+        // far ahead (read by no window, until they are) and fields that name no bucket, listed in
+        // the shard's index as if another host had written them.
+        self::assertGreaterThan(0, $this->spoilSums($service));
+        $hostile = ["1:{$now}00000", '1:' . ($now + 100_000), '1:' . ($now + 120), '0:' . $now, "1:{$now}:9", 'soon', '1'];
+        $this->evalLua(<<<'LUA'
+            local key, service = KEYS[1], ARGV[1]
+            local version = tonumber(redis.call('HGET', key, 'n')) + 1
+            local index = cmsgpack.unpack(redis.call('HGET', key, 'x'))
+            for i = 2, #ARGV do
+              local duration, start = string.match(ARGV[i], '^(%d+):(%d+)$')
+              redis.call('HSET', key, 's:' .. ARGV[i], cmsgpack.pack({ service, 0, 1000000, 0 }))
+              if duration then
+                index[#index + 1], index[#index + 2], index[#index + 3] = tonumber(duration), tonumber(start), version
+              end
+            end
+            redis.call('HSET', key, 'x', cmsgpack.pack(index), 'n', version, 'garbage', '5')
+            return 1
+            LUA, [$this->shardKey($service)], ['ganesha_' . $service, ...$hostile]);
         $first->record($service, 1);
         $this->waitForSyncs([$first, $second], $this->nowMs(), 4);
 
@@ -211,19 +212,22 @@ final class FleetFaultsTest extends FleetTestCase
 
     /**
      * Defect 5: one key of the wrong type turned fleet mode off everywhere: a string at one
-     * service's key failed every sync of every host (WRONGTYPE). Now that service alone is
-     * skipped, with a log line, not one a sync; the others keep syncing.
+     * service's key failed every sync of every host (WRONGTYPE). Now that key's shard alone is
+     * skipped (format 3 keeps a shard in one key: 1/16 of the services), with a log line, not
+     * one a sync; the other shards keep syncing, and the broken shard's services decide alone.
      */
-    public function testAKeyOfTheWrongTypeCostsOnlyItsService(): void
+    public function testAKeyOfTheWrongTypeCostsOnlyItsShard(): void
     {
         [$first, $second] = $this->startHosts(2);
         $broken = self::service('wrongtype');
-        $fine = self::service('fine');
+        do {
+            $fine = self::service('fine');
+        } while (self::shardOf($fine) === self::shardOf($broken));
         $first->record($broken, 1);
         $second->record($broken, 1);
         $this->waitForSyncs([$first, $second], $this->nowMs());
-        // Every key the service has, in either version, and the one version 1 names.
-        $keys = \array_unique([...$this->keys("*ganesha_{$broken}*"), $this->v1Key($broken)]);
+        // Every key the service has, in any format (format 3: its shard's), and the one version 1 names.
+        $keys = \array_unique([...$this->keys("*ganesha_{$broken}*"), $this->v1Key($broken), $this->shardKey($broken)]);
         foreach ($keys as $key) {
             $this->redis->cli(['SET', $key, 'not a hash']);
         }
@@ -237,14 +241,15 @@ final class FleetFaultsTest extends FleetTestCase
             self::assertSame(1, $host->snapshot()['info']['fleet_attached'], "{$host->name} still uses the fleet's counts");
             self::assertSame(5, self::fleetCounts($host, $fine)['failures'] ?? null, "{$host->name}: the other service syncs:\n" . $this->logs());
             self::assertSame(2, self::own($host, $broken)['failures'] ?? null, "{$host->name} counts the broken service alone");
+            self::assertSame(2, self::fleetCounts($host, $broken)['failures'] ?? null, "{$host->name} decides alone on it: nothing of the other host");
         }
-        $logged = fn (FleetHost $host) => $host->sidecar->logLines('skipped', "ganesha_{$broken}");
+        $logged = fn (FleetHost $host) => $host->sidecar->logLines('skipped', $this->shardKey($broken));
         $this->waitUntil(fn () => $logged($first) >= 1 && $logged($second) >= 1, 'each sidecar logs the key it skipped');
         $lines = [$logged($first), $logged($second)];
         $this->waitForSyncs([$first, $second], $this->nowMs(), 6);
         foreach ([$first, $second] as $i => $host) {
             self::assertSame($lines[$i], $logged($host), "{$host->name}: no line a sync:\n" . $host->sidecar->logText());
-            self::assertLessThanOrEqual(\count($keys), $lines[$i], "{$host->name}: at most a line per key:\n" . $host->sidecar->logText());
+            self::assertSame(1, $lines[$i], "{$host->name}: a line for the key:\n" . $host->sidecar->logText());
         }
         self::report(\count($keys) . ' keys of one service made strings: ' . \implode(', ', $keys));
     }
@@ -340,7 +345,10 @@ final class FleetFaultsTest extends FleetTestCase
         $this->waitForSyncs([$host, $other], $this->nowMs());
         $before = $host->sidecar->rssKb();
 
-        $hashes = [$this->v1Key($service), ...$this->v2Keys('s', $service)];
+        // Format 3 keeps a shard in one hash: 600,000 fields no bucket names, and each bucket's sums
+        // made 600,000 rows that are not counts (19 MB), marked changed as if another host had
+        // written them; and the hash of version 1.
+        $hashes = [$this->v1Key($service), $this->shardKey($service)];
         $fill = "for i = tonumber(ARGV[1]), tonumber(ARGV[2]) do redis.call('HSET', KEYS[1], 'junk:' .. i, 'x') end return 1";
         foreach ($hashes as $hash) {
             for ($from = 0; $from < 600_000; $from += 50_000) {
@@ -349,6 +357,21 @@ final class FleetFaultsTest extends FleetTestCase
             }
             self::assertGreaterThanOrEqual(600_000, (int) $this->redis->cli(['HLEN', $hash])['stdout'], $hash);
         }
+        $junk = $this->evalLua(<<<'LUA'
+            local key = KEYS[1]
+            local version = tonumber(redis.call('HGET', key, 'n')) + 1
+            local index = cmsgpack.unpack(redis.call('HGET', key, 'x'))
+            local huge = string.rep('\255', 8)
+            local row = '\164junk' .. '\207' .. huge .. '\207' .. huge .. '\207' .. huge
+            local rows = string.char(0xdd, 0x00, 0x24, 0x9f, 0x00) .. string.rep(row, 600000)
+            for i = 1, #index, 3 do
+              redis.call('HSET', key, 's:' .. index[i] .. ':' .. index[i + 1], rows)
+              index[i + 2] = version
+            end
+            redis.call('HSET', key, 'x', cmsgpack.pack(index), 'n', version)
+            return #index / 3
+            LUA, [$this->shardKey($service)]);
+        self::assertGreaterThan(0, (int) $junk, 'buckets filled with junk rows');
         // The other host's counts change the sums: this host reads the hash again.
         $host->record($service, 1);
         $other->record($service, 1);
@@ -366,7 +389,7 @@ final class FleetFaultsTest extends FleetTestCase
         self::assertSame(5, self::fleetCounts($host, $fine)['failures'] ?? null, 'another service syncs as before');
         $failures = self::fleetCounts($host, $service)['failures'] ?? null;
         self::assertTrue($failures !== null && $failures >= 2 && $failures <= 4, "its own counts at least, nothing of the fields: {$failures}");
-        self::report(\sprintf('600,000 junk fields in %d hashes: sidecar RSS %d kB (%d kB before), %d lines about them', \count($hashes), $rss, $before, $lines));
+        self::report(\sprintf('600,000 junk fields in %d hashes, and %d buckets of 600,000 junk rows: sidecar RSS %d kB (%d kB before), %d lines about them', \count($hashes), (int) $junk, $rss, $before, $lines));
     }
 
     /**
@@ -394,23 +417,12 @@ final class FleetFaultsTest extends FleetTestCase
     }
 
     /**
-     * Version 2's keys of a service of one kind (s: its sums, m: its members, h:*: its hosts'),
-     * wherever its shard is.
-     *
-     * @return list<string>
-     */
-    private function v2Keys(string $kind, string $service): array
-    {
-        return $this->keys("ganesha-shm:2:{{$this->fleet}:*}:{$kind}:ganesha_{$service}");
-    }
-
-    /**
      * For defect 3 on version 1 (rings of max_buckets + 2 positions, a bucket's lap its number
      * divided by that, modulo 2^20): a max_buckets from 60 to 120, an even second $first, from
      * $earliest on, for 2 s buckets, and another second $third near it for 1 s buckets, whose
      * bucket has the same ring position and a later lap. [null, $earliest rounded up to even,
      * that + 1] when none is near (the test then shows nothing of version 1, and still
-     * checks version 2).
+     * checks format 3).
      *
      * @return array{0: int|null, 1: int, 2: int}
      */

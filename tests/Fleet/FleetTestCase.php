@@ -34,9 +34,8 @@ abstract class FleetTestCase extends TestCase
      * docs/fleet.md's ACL rule for the fleet NAME: the fleet's keys, of its hosts (`{NAME}`) and of its
      * services' shards (`{NAME:<shard>}`), no channel, and the commands of a sync.
      */
-    protected const ACL_RULE = 'on >PASSWORD resetkeys ~ganesha-shm:2:{NAME}* ~ganesha-shm:2:{NAME:* resetchannels -@all'
-        . ' +script|load +evalsha +time +get +set +incr +expire +hlen +hgetall +hget +hmget +hset +hdel +scard +smembers'
-        . ' +sadd +zadd +zcount +zrangebyscore +zremrangebyscore +role +ping';
+    protected const ACL_RULE = 'on >PASSWORD resetkeys ~ganesha-shm:3:{NAME}* ~ganesha-shm:3:{NAME:* resetchannels -@all'
+        . ' +script|load +evalsha +time +set +expire +hget +hmget +hset +hdel +zadd +zcount +zremrangebyscore +info +role +ping';
 
     /** What ends the line of a sidecar that cannot sync, and of no other line. */
     protected const ALONE = 'hosts decide alone until it is back';
@@ -329,15 +328,85 @@ abstract class FleetTestCase extends TestCase
     }
 
     /**
-     * The keys of the fleet's services, of version 2 (`ganesha-shm:2:{<fleet>:<shard>}:…`) and of
-     * version 1 (`ganesha-shm:{<fleet>:<service>}`, `ganesha-shm:<fleet>:services`); not the
-     * fleet's keys of its live hosts (`ganesha-shm:2:{<fleet>}:…`).
+     * The keys of the fleet's services: its shards (`ganesha-shm:3:{<fleet>:<shard>}`), and of
+     * earlier formats (`ganesha-shm:2:{<fleet>:<shard>}:…`, `ganesha-shm:{<fleet>:<service>}`,
+     * `ganesha-shm:<fleet>:services`); not the fleet's keys of its live hosts
+     * (`ganesha-shm:3:{<fleet>}:…`).
      *
      * @return list<string>
      */
     protected function serviceKeys(): array
     {
         return \array_values(\array_unique([...$this->keys("*{{$this->fleet}:*"), ...$this->keys("ganesha-shm:{$this->fleet}:*")]));
+    }
+
+    /**
+     * The shard whose key keeps the fleet's counts of $service: FNV-1a of its Ganesha key's stem
+     * (`ganesha_<service>`), modulo the 16 shards, as crates/core/src/fleet.rs's shard_of().
+     */
+    protected static function shardOf(string $service): int
+    {
+        $hash = 0x811c9dc5;
+        foreach (\str_split('ganesha_' . $service) as $byte) {
+            $hash = (($hash ^ \ord($byte)) * 0x01000193) & 0xffffffff;
+        }
+
+        return $hash % 16;
+    }
+
+    /** The key of the shard of $service (format 3: one hash per shard). */
+    protected function shardKey(string $service): string
+    {
+        return "ganesha-shm:3:{{$this->fleet}:" . self::shardOf($service) . '}';
+    }
+
+    /**
+     * Runs $lua in the test's redis-server (EVAL, with $keys and $args), for a fault no command
+     * of redis-cli makes alone; what it returned, as redis-cli prints it.
+     *
+     * @param list<string> $keys
+     * @param list<string> $args
+     */
+    protected function evalLua(string $lua, array $keys = [], array $args = []): string
+    {
+        $ran = $this->redis->cli(['EVAL', $lua, (string) \count($keys), ...$keys, ...$args]);
+        self::assertSame('', $ran['stderr'], "the test's script failed:\n{$ran['stdout']}");
+        self::assertStringNotContainsString('ERR', $ran['stdout'], "the test's script failed");
+
+        return $ran['stdout'];
+    }
+
+    /**
+     * Rows that are not counts, written by "another writer" into every bucket's sums of the shard
+     * of $service (format 3), with the service's own failures there put out of range, each bucket
+     * marked changed so that every host reads it again; how many buckets.
+     */
+    protected function spoilSums(string $service): int
+    {
+        return (int) $this->evalLua(<<<'LUA'
+            local key = KEYS[1]
+            local version = tonumber(redis.call('HGET', key, 'n')) + 1
+            local index = cmsgpack.unpack(redis.call('HGET', key, 'x'))
+            for i = 1, #index, 3 do
+              local field = 's:' .. index[i] .. ':' .. index[i + 1]
+              local rows = cmsgpack.unpack(redis.call('HGET', key, field))
+              for r = 1, #rows, 4 do
+                if rows[r] == ARGV[1] then
+                  rows[r + 2] = 2 ^ 40
+                end
+              end
+              for _, row in ipairs({ { 'ganesha_intruder', 'lots', 0, 0 }, { 'ganesha_negative', -2, 0, 0 },
+                  { 'ganesha_huge', 1e12, 0, 0 }, { 12345, 1, 1, 1 }, { 'ganesha_half', 1.5, 0, 0 } }) do
+                for _, item in ipairs(row) do
+                  rows[#rows + 1] = item
+                end
+              end
+              redis.call('HSET', key, field, cmsgpack.pack(rows))
+              index[i + 2] = version
+            end
+            redis.call('HSET', key, 'x', cmsgpack.pack(index), 'n', version)
+            return #index / 3
+            LUA, [$this->shardKey($service)], ['ganesha_' . $service]);
     }
 
     /**

@@ -8,6 +8,7 @@
  *        reported to Ganesha; answers the slowest report in ms
  *   {"op":"available","service":S}   isAvailable(), and how long it took
  *   {"op":"trial","service":S,"ok":B}  isAvailable(), then success() or failure() if admitted
+ *   {"op":"reset","service":S}  the adapter's resetService()
  *   {"op":"snapshot"}  the adapter's snapshot(), ganesha_shm_info() and hrtime in ms
  *   {"op":"sockets"}   the sockets this process has open
  * Argument: the Ganesha settings as JSON (timeWindow, failureRateThreshold, minimumRequests,
@@ -71,6 +72,11 @@ while (($line = fgets(STDIN)) !== false) {
             }
 
             return ['admitted' => $admitted];
+        })(),
+        'reset' => (function () use ($adapter, $service): array {
+            $adapter->resetService($service);
+
+            return ['reset' => true];
         })(),
         'snapshot' => ['snapshot' => $adapter->snapshot(), 'info' => ganesha_shm_info(), 'now_ms' => intdiv(hrtime(true), 1_000_000)],
         'events' => ['events' => $events],
