@@ -90,6 +90,12 @@ final class FleetSidecar
         return (string) @\file_get_contents($this->log);
     }
 
+    /** Sends it $signal (SIGSTOP holds it, as a host stalled, until SIGCONT). */
+    public function signal(int $signal): void
+    {
+        \posix_kill($this->pid(), $signal);
+    }
+
     /** Kills it (SIGKILL), as a crash or the OOM killer would. */
     public function kill(): void
     {

@@ -18,8 +18,8 @@
 --   r                  how long the live hosts read a bucket of each duration after it started
 --                      (their window and a bucket, their clock's lag behind Redis's, two
 --                      intervals): a packed flat list of `duration, seconds, until`;
---   h:<host>           the host's last sequence, and until when its newest bucket is read:
---                      `<sequence>:<until>`.
+--   h:<host>           the host's last sequence applied, and its newest bucket:
+--                      `<sequence>:<duration>:<start>`.
 --
 -- Every check is made and every value computed before the writes: an HDEL of the buckets no
 -- window reads any more (right on its own), then an HSET of every field the call changes (in
@@ -32,7 +32,7 @@
 --
 -- KEYS[1]: the shard's hash.
 -- ARGV[1]: the request, packed: {host, sequence, born, version, full, readers, live, updates,
---   resets, bound, check, durations, recount}:
+--   resets, bound, check, durations, recount, applied, newest, renew}:
 --   host: this host's id; sequence: above every earlier call of this host (its segment keeps it);
 --   born, version: the shard's birth and version this host holds ("": it holds that there is no
 --     hash; version -1: none), also with full (a birth it holds, and a version the hash has not
@@ -48,14 +48,20 @@
 --   bound: the clock bound in seconds; check: 1 to check the ACL rights first (a call after a
 --     connection); durations: the other durations this host was told of already; recount: the
 --     buckets whose sums this host read and found not to be counts, or below its own: recounted
---     from every writer's counts.
+--     from every writer's counts; applied: the last sequence Redis said it applied of this host
+--     in the shard (0: none, or all its buckets gone since), and newest: its newest bucket there
+--     (""), so that a host finds out when Redis went back to an older copy of itself, whatever
+--     other hosts wrote since; renew: 1 (with full) to give the hash a new birth, as a host does
+--     that found out so.
 -- Reply: {status, time, born, version, sequence, sums, own, figures, others}:
 --   status: "ok"; "stale" (the host's last sequence is not below this one); "reborn" (the hash
---     is not the one the host holds, or is older: the host publishes all it holds, with full);
+--     is not the one the host holds: the host publishes all it holds, with full); "regressed"
+--     (the hash is older than the host read it, or lacks what it applied of the host: the host
+--     publishes all it holds, with full and renew);
 --     "foreign" (the key is not a hash: not ours); "unwritten: <why>" (Redis refused the write:
 --     out of memory, evicting nothing); nothing is written unless "ok";
 --   time: Redis's (seconds); born, version: the shard's, after the call; sequence: the host's
---     last applied;
+--     last applied, after the call;
 --   sums: `bucket, counts` of each bucket of the host's durations whose sums changed since the
 --     version it holds (every one, with full);
 --   own: `bucket, counts` of this host's counts as Redis holds them where they are not what it
@@ -91,6 +97,7 @@ local host, sequence = request[1], request[2]
 local known_born, known_version, full = request[3], request[4], request[5] == 1
 local readers_sent, live, updates, resets = request[6], request[7], request[8], request[9]
 local bound, check, durations_known, recount = request[10], request[11] == 1, request[12], request[13]
+local applied, newest_sent, renew = request[14], request[15], request[16] == 1
 
 local now = tonumber(redis.call('TIME')[1])
 local figures = { 0, 0, 0, 0 }
@@ -306,20 +313,25 @@ local born, version = head[1], tonumber(head[2])
 if born and not (version and version >= 0 and version % 1 == 0) then
   born, version = nil, nil -- a birth without a version: not ours; the hash is made anew
 end
--- A host that holds a birth the hash does not have (another, or none: Redis lost the shard), or
--- a version the hash has not reached (Redis went back to an older copy of itself: a failover to
--- a replica that missed writes, a restart from an older save) publishes everything it holds
--- before anything else.
-if not full and ((born or '') ~= known_born or (born and version < known_version)) then
+-- A host that holds a birth the hash does not have (another, or none: Redis lost the shard)
+-- publishes everything it holds before anything else; so does one that finds the hash older
+-- than it read it (Redis went back to an older copy of itself: a failover to a replica that
+-- missed writes, a restart from an older save).
+if not full and (born or '') ~= known_born then
   return reply('reborn', born, version)
+end
+if not full and born and version < known_version then
+  return reply('regressed', born, version)
 end
 -- Then that host's call, publishing everything, gives the hash a new birth: every other host,
 -- whose writes the older copy may lack too, publishes everything again as well.
-local regressed = full and born and born == known_born and version < known_version
-local stored_sequence, host_until = 0, 0
+local regressed = full and born and born == known_born and (renew or version < known_version)
+-- The host's record: the last sequence applied, and its newest bucket.
+local stored_sequence, host_newest = 0, nil
 if born and head[5] then
-  local s, u = string.match(head[5], '^(%d+):(%d+)$')
-  stored_sequence, host_until = tonumber(s) or 0, tonumber(u) or 0
+  local s, d, t = string.match(head[5], '^(%d+):(%d+):(%d+)$')
+  stored_sequence = tonumber(s) or 0
+  host_newest = d and { tonumber(d), tonumber(t) } or nil
 end
 if stored_sequence >= sequence then
   return reply('stale', born, version, stored_sequence)
@@ -361,6 +373,22 @@ do
   end
   readers = live_readers
 end
+-- Until when a bucket is read: by the readers' figure; when no live host of its duration said,
+-- the longest window and the clock bound past it.
+local function read_until(duration, start)
+  return start + (read_for[duration] or duration * LONGEST_READ + bound)
+end
+
+-- Redis holds less of this host than it applied: the record older than its last write, or gone
+-- while its newest bucket is still read (a record goes with the host's newest bucket). Another
+-- host's writes since may have moved the version past what this host read: its own writes tell.
+if not full and applied > stored_sequence then
+  local duration, start = bucket_of(newest_sent)
+  if head[5] or (duration and read_until(duration, start) >= now) then
+    return reply('regressed', born, version, stored_sequence)
+  end
+end
+
 -- A steady call, with nothing to send and nothing changed since the version it holds, reads
 -- nothing more (the buckets gone are deleted by the next call that writes, or with the hash).
 if not full and #updates == 0 and #recount == 0 and version == known_version then
@@ -371,12 +399,6 @@ if not full and #updates == 0 and #recount == 0 and version == known_version the
   return reply('ok', born, version, stored_sequence)
 end
 local index = (not created and numbers_of(head[3], 3)) or {}
-
--- Until when a bucket is read: by the readers' figure; when no live host of its duration said,
--- the longest window and the clock bound past it.
-local function read_until(duration, start)
-  return start + (read_for[duration] or duration * LONGEST_READ + bound)
-end
 
 -- A bucket's place in the index, by its duration and start in one number (a start is below
 -- 2^32 until 2106, a duration below 2^20, and a Lua number is exact to 2^53).
@@ -422,8 +444,8 @@ do
     if #records > 0 then
       local values = hmget(records)
       for i, record in ipairs(records) do
-        local until_s = type(values[i]) == 'string' and tonumber(string.match(values[i], ':(%d+)$'))
-        if not until_s or until_s < now then
+        local d, t = string.match(type(values[i]) == 'string' and values[i] or '', '^%d+:(%d+):(%d+)$')
+        if not d or read_until(tonumber(d), tonumber(t)) < now then
           deletes[#deletes + 1] = record
         end
       end
@@ -433,7 +455,7 @@ end
 
 -- This host's updates: each bucket's counts set, its sums moved by the difference.
 local writes, own_out, sent_fields = {}, {}, {}
-local next_version, changed, newest = version + 1, false, host_until
+local next_version, changed, newest = version + 1, false, host_newest
 do
   local sent, fields = {}, {}
   for i = 1, #updates, 2 do
@@ -528,7 +550,9 @@ do
       local listed = (writers and writers ~= '') and (writers .. ',' .. host) or host
       writes[#writes + 1], writes[#writes + 2] = 'w:' .. field, listed
     end
-    newest = math.max(newest, read_until(duration, start))
+    if not newest or read_until(duration, start) > read_until(newest[1], newest[2]) then
+      newest = { duration, start }
+    end
   end
 end
 
@@ -565,7 +589,10 @@ if #writes > 0 or regressed then
     version = changed and next_version or version
     writes[#writes + 1], writes[#writes + 2] = 'n', version
   end
-  writes[#writes + 1], writes[#writes + 2] = 'h:' .. host, sequence .. ':' .. newest
+  if newest then
+    writes[#writes + 1], writes[#writes + 2] = 'h:' .. host, sequence .. ':' .. newest[1] .. ':' .. newest[2]
+    stored_sequence = sequence
+  end
 end
 if #writes > 0 or #deletes > 0 then
   writes[#writes + 1], writes[#writes + 2] = 'x', cmsgpack.pack(index)
@@ -653,4 +680,4 @@ for duration, start in pairs(newest_other) do
     others[#others + 1], others[#others + 2] = duration, value
   end
 end
-return reply('ok', born, version, sequence, sums, own_out, others)
+return reply('ok', born, version, stored_sequence, sums, own_out, others)

@@ -106,6 +106,13 @@ struct Shard {
     /// Whether the next call publishes all this host holds and reads every sum: before the
     /// first call, and once Redis lost the shard (or went back to an older copy of it).
     whole: bool,
+    /// Whether that call gives the shard a new birth: Redis went back to an older copy of it,
+    /// which other hosts may not see (a version past the one they read), so that they too
+    /// publish all they hold.
+    renew: bool,
+    /// The last sequence of this host Redis said it applied in the shard (0 for none, or once
+    /// every bucket it published there is gone): Redis holding less tells that it went back.
+    applied: u64,
     buckets: BTreeMap<Bucket, BucketState>,
     /// Other bucket durations Redis told of already.
     told: BTreeSet<u64>,
@@ -359,7 +366,7 @@ impl Syncer {
         }
         let (born, version) = state.known.clone().unwrap_or_default();
         let mut request = Writer::default();
-        request.array(13);
+        request.array(16);
         request.bytes(fleet::host_id_text(self.host_id).as_bytes()).uint(sequence);
         request.bytes(born.as_bytes()).int(if state.known.is_some() { version } else { -1 });
         request.uint(u64::from(full));
@@ -385,6 +392,17 @@ impl Syncer {
         for &bucket in &state.recount {
             request.bytes(fleet::bucket_field(bucket).as_bytes());
         }
+        // This host's newest bucket in the shard, by how long it is read.
+        let read_until = |bucket: &Bucket| bucket.start.saturating_add(read_for(readers, bucket.duration));
+        let newest = state
+            .buckets
+            .iter()
+            .filter(|(_, b)| !b.own.is_empty())
+            .map(|(bucket, _)| bucket)
+            .max_by_key(|b| read_until(b));
+        request.uint(state.applied);
+        request.bytes(newest.map(|bucket| fleet::bucket_field(*bucket)).unwrap_or_default().as_bytes());
+        request.uint(u64::from(full && state.renew));
         let mut command = redis::cmd("EVALSHA");
         command.arg(script).arg(1).arg(fleet::shard_key(&self.config.fleet, shard));
         command.arg(request.bytes);
@@ -450,13 +468,17 @@ impl Syncer {
         let key = fleet::shard_key(&self.config.fleet, shard);
         match text(status).as_str() {
             "ok" => {}
-            "reborn" => {
-                // Redis lost the shard (or another host made it first): what this host published
-                // there is published again, with full; the sums are read again.
+            status @ ("reborn" | "regressed") => {
+                // Redis lost the shard, or went back to an older copy of it (or another host made
+                // it first): what this host published there is published again, with full, and
+                // the sums are read again; an older copy gets a new birth, so that every host
+                // does the same.
                 if state.known.as_ref().is_some_and(|(born, _)| !born.is_empty()) {
                     report.lost_shards += 1;
                 }
                 state.whole = true;
+                state.renew = status == "regressed";
+                state.applied = 0;
                 for bucket in state.buckets.values_mut() {
                     bucket.sums.clear();
                 }
@@ -496,6 +518,8 @@ impl Syncer {
 
         state.known = Some((text(born), int(version).unwrap_or(0)));
         state.whole = false;
+        state.renew = false;
+        state.applied = int(stored).unwrap_or(0).max(0) as u64;
         state.recount.clear();
         let mut dirty: HashSet<Vec<u8>> = HashSet::new();
         // What was applied: what this host sent, but where Redis holds more (below).
@@ -575,14 +599,15 @@ impl Syncer {
         let now = self.redis_time;
         for shard in self.shards.values_mut() {
             shard.buckets.retain(|bucket, state| {
-                let read_for = readers
-                    .get(&bucket.duration)
-                    .copied()
-                    .unwrap_or(bucket.duration.saturating_mul(LONGEST_READ).saturating_add(CLOCK_BOUND_S));
                 // A bucket past Redis's time and the bound is no host's (someone wrote it there).
-                let kept = bucket.start.saturating_add(read_for) >= now && bucket.start <= now + CLOCK_BOUND_S;
+                let kept = bucket.start.saturating_add(read_for(readers, bucket.duration)) >= now
+                    && bucket.start <= now + CLOCK_BOUND_S;
                 kept && !(state.own.is_empty() && state.sums.is_empty())
             });
+            if shard.buckets.values().all(|state| state.own.is_empty()) {
+                // Nothing of this host left there: Redis deletes its record with its last bucket.
+                shard.applied = 0;
+            }
         }
     }
 
@@ -639,6 +664,12 @@ impl Syncer {
 struct Sent {
     updates: Vec<(Bucket, Rows)>,
     resets: Vec<(Vec<u8>, u8)>,
+}
+
+/// How long after its start a bucket of `duration` is read: by this host's windows of that
+/// duration (`readers`); by the longest window and the clock bound past it, for another duration.
+fn read_for(readers: &BTreeMap<u64, u64>, duration: u64) -> u64 {
+    readers.get(&duration).copied().unwrap_or(duration.saturating_mul(LONGEST_READ).saturating_add(CLOCK_BOUND_S))
 }
 
 /// The next call's sequence: one more than the segment's last.
