@@ -1,5 +1,6 @@
-//! One sync of this host's segment with the fleet's Redis, in one round trip (two when Redis
-//! lost a shard, or refused a call as late):
+//! One sync of this host's segment with the fleet's Redis, in one round trip once it knows every
+//! shard (a shard it publishes whole, at its first sync or after Redis lost it, goes in a round
+//! trip of its own; a call Redis refused as late goes again once):
 //!
 //! 1. for each shard of the services this host counts, the buckets whose counts changed since
 //!    the last sync, sent to `sync.lua` (one call per shard, see `fleet::SHARDS`), which sets
@@ -501,7 +502,7 @@ impl Syncer {
                 return Ok(Outcome::Skipped);
             }
             other => {
-                // "full": Redis is out of memory and evicts nothing; the text says so.
+                // "unwritten: …": Redis refused the write (out of memory, evicting nothing).
                 report.unwritten.push(format!("{} ({other})", String::from_utf8_lossy(&key)));
                 report.complete = false;
                 return Ok(Outcome::Skipped);
@@ -624,11 +625,15 @@ impl Syncer {
                 sum.saturating_sub(own)
             };
             let unchanged = self.rings_written.get(service).is_some_and(|&written| {
-                // The buckets the range moved to hold no sum: they read as 0 as they are.
-                (written + 1..=next).all(|number| {
-                    let bucket = Bucket { duration: window.bucket_duration, start: number * window.bucket_duration };
-                    (0..3).all(|counter| sum_of(bucket, counter) == 0)
-                })
+                // The range moved on (not back, nor past the whole ring: a clock that stepped), and
+                // the buckets it moved to hold no sum: they read as 0 as they are.
+                written <= next
+                    && next - written <= store.ring_len() as u64
+                    && (written + 1..=next).all(|number| {
+                        let bucket =
+                            Bucket { duration: window.bucket_duration, start: number * window.bucket_duration };
+                        (0..3).all(|counter| sum_of(bucket, counter) == 0)
+                    })
             });
             self.rings_written.insert(service.clone(), next);
             if unchanged {
