@@ -28,35 +28,31 @@ pub struct Writer {
 
 impl Writer {
     pub fn array(&mut self, len: usize) -> &mut Self {
-        match len {
-            0..=15 => self.bytes.push(0x90 | len as u8),
-            16..=0xffff => {
-                self.bytes.push(0xdc);
-                self.bytes.extend_from_slice(&(len as u16).to_be_bytes());
-            }
-            _ => {
-                self.bytes.push(0xdd);
-                self.bytes.extend_from_slice(&(len as u32).to_be_bytes());
-            }
-        }
-        self
+        self.head(len, (0x90, 15), None, [0xdc, 0xdd])
     }
 
     pub fn bytes(&mut self, value: &[u8]) -> &mut Self {
-        let len = value.len();
-        match len {
-            0..=31 => self.bytes.push(0xa0 | len as u8),
-            32..=0xff => self.bytes.extend_from_slice(&[0xd9, len as u8]),
-            0x100..=0xffff => {
-                self.bytes.push(0xda);
+        self.head(value.len(), (0xa0, 31), Some(0xd9), [0xda, 0xdb]);
+        self.bytes.extend_from_slice(value);
+        self
+    }
+
+    /// The head of an array or a string of `len` items: the fixed marker with the length in it,
+    /// up to its most; else the marker of an 8-bit length (strings have one), of a 16-bit one,
+    /// or of a 32-bit one, and the length.
+    fn head(&mut self, len: usize, (fixed, most): (u8, usize), by8: Option<u8>, [by16, by32]: [u8; 2]) -> &mut Self {
+        match (len, by8) {
+            _ if len <= most => self.bytes.push(fixed | len as u8),
+            (..=0xff, Some(marker)) => self.bytes.extend_from_slice(&[marker, len as u8]),
+            (..=0xffff, _) => {
+                self.bytes.push(by16);
                 self.bytes.extend_from_slice(&(len as u16).to_be_bytes());
             }
             _ => {
-                self.bytes.push(0xdb);
+                self.bytes.push(by32);
                 self.bytes.extend_from_slice(&(len as u32).to_be_bytes());
             }
         }
-        self.bytes.extend_from_slice(value);
         self
     }
 
@@ -254,6 +250,22 @@ mod tests {
         );
         let rows: Rows = vec![(b"a".to_vec(), [1, 2, 3]), (vec![0xff; 40], [0, 268_435_455, 0])];
         assert_eq!(unpack_rows(&pack_rows(&rows), 268_435_455), Some((rows, 0)));
+    }
+
+    #[test]
+    fn each_length_takes_the_smallest_head() {
+        let head = |write: &dyn Fn(&mut Writer) -> &mut Writer| {
+            let mut writer = Writer::default();
+            write(&mut writer);
+            writer.bytes[..writer.bytes.len().min(5)].to_vec()
+        };
+        assert_eq!(head(&|w| w.array(15)), [0x9f]);
+        assert_eq!(head(&|w| w.array(16)), [0xdc, 0, 16]);
+        assert_eq!(head(&|w| w.array(70_000)), [0xdd, 0, 1, 0x11, 0x70]);
+        assert_eq!(head(&|w| w.bytes(&[b'a'; 31])), [0xbf, b'a', b'a', b'a', b'a']);
+        assert_eq!(head(&|w| w.bytes(&[b'a'; 32])), [0xd9, 32, b'a', b'a', b'a']);
+        assert_eq!(head(&|w| w.bytes(&[b'a'; 256])), [0xda, 1, 0, b'a', b'a']);
+        assert_eq!(head(&|w| w.bytes(&vec![b'a'; 70_000])), [0xdb, 0, 1, 0x11, 0x70]);
     }
 
     #[test]

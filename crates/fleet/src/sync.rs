@@ -148,8 +148,6 @@ struct Observed {
     counts: BTreeMap<u32, BTreeMap<Bucket, Counts>>,
     /// Each service's counters' windows.
     windows: BTreeMap<Vec<u8>, Vec<(u8, FleetWindow)>>,
-    /// The resets of each counter (by key), as the segment counts them.
-    resets: HashMap<Vec<u8>, u16>,
 }
 
 /// What the sidecar keeps between syncs.
@@ -234,11 +232,12 @@ impl Syncer {
     /// What the segment holds now: this host's counts by shard and bucket, and the counters'
     /// resets, noting those reset since the last sync.
     fn observe(&mut self, store: &Store<'_>, now: u64) -> Observed {
-        let mut observed = Observed { counts: BTreeMap::new(), windows: BTreeMap::new(), resets: HashMap::new() };
+        let mut observed = Observed { counts: BTreeMap::new(), windows: BTreeMap::new() };
+        let mut resets = HashMap::new();
         for own in store.own_buckets(now) {
             let Some((service, counter)) = fleet::counter_of(&own.key, &self.config.suffixes) else { continue };
             observed.windows.entry(service.to_vec()).or_default().push((counter, own.window));
-            observed.resets.insert(own.key.clone(), own.resets);
+            resets.insert(own.key.clone(), own.resets);
             let shard = observed.counts.entry(fleet::shard_of(service)).or_default();
             for &(start, count) in &own.buckets {
                 let bucket = Bucket { duration: own.window.bucket_duration, start };
@@ -247,14 +246,14 @@ impl Syncer {
             }
         }
         // A counter whose resets moved was reset: its counts are set as they are now, lower.
-        for (key, &resets) in &observed.resets {
-            if self.resets_seen.get(key).is_some_and(|&seen| seen != resets) {
+        for (key, &count) in &resets {
+            if self.resets_seen.get(key).is_some_and(|&seen| seen != count) {
                 if let Some((service, counter)) = fleet::counter_of(key, &self.config.suffixes) {
                     *self.pending_resets.entry(service.to_vec()).or_default() |= 1 << counter;
                 }
             }
         }
-        self.resets_seen = observed.resets.clone();
+        self.resets_seen = resets;
         observed
     }
 
