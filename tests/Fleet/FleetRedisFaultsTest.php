@@ -183,6 +183,58 @@ final class FleetRedisFaultsTest extends FleetTestCase
     }
 
     /**
+     * A call that arrives twice (a retransmission, a proxy that retries): h1's sync that says it
+     * reset its counts (5 failures withdrawn) and carries 2 failures counted since is held, then
+     * delivered; h1 counts 3 more and syncs; then the held call is delivered again, on another
+     * connection. The copy changes nothing: every view keeps h1's 5 failures since the reset,
+     * and none from before it.
+     */
+    public function testACallDeliveredTwiceChangesNothingTheSecondTime(): void
+    {
+        $this->redis = RedisServer::start($this->dir);
+        $proxy = HoldingProxy::start($this->dir, $this->redis->port);
+        // Buckets of 30 s: the 3 failures after the reset fall in the bucket the held call set.
+        $ganesha = ['timeWindow' => 3600, 'failureRateThreshold' => 100, 'minimumRequests' => 1_000_000, 'intervalToHalfOpen' => 600];
+        try {
+            $h1 = $this->startHost('h1', $ganesha, $proxy->url());
+            $h2 = $this->startHost('h2', $ganesha);
+            $hosts = [$h1, $h2];
+            $this->waitForSyncs($hosts, $this->nowMs(), 1);
+            $service = $this->servicesCountedEverywhere($hosts, 'twice', 1)[0];
+            $this->countEvents($h1, $service, 5, 0);
+            $this->countEvents($h2, $service, 1, 0);
+            $this->waitForSyncs($hosts, $this->nowMs());
+            $this->assertExact($hosts, [$service], 'before the reset');
+
+            // The reset and the 2 failures go in h1's next sync, which the proxy holds.
+            $h1->sidecar->signal(\SIGSTOP);
+            try {
+                $h1->ask(['op' => 'reset', 'service' => $service]);
+                // What h1 counted is gone: its 5 failures, and its success.
+                $this->counted[$service] = [$this->counted[$service][0] - 5, $this->counted[$service][1] - 1];
+                $this->countEvents($h1, $service, 2, 0);
+                $proxy->hold();
+            } finally {
+                $h1->sidecar->signal(\SIGCONT);
+            }
+            $held = $proxy->awaitHeld();
+            $proxy->release();
+            $this->countEvents($h1, $service, 3, 0);
+            $this->waitForSyncs($hosts, $this->nowMs(), 2);
+            $this->assertExact($hosts, [$service], "after h1's reset");
+
+            $replayed = $proxy->replay();
+            self::assertGreaterThanOrEqual($held, $replayed);
+            $this->waitForSyncs($hosts, $this->nowMs(), 3);
+            $this->assertNeverAbove($hosts, [$service]);
+            $this->assertExact($hosts, [$service], "after h1's call with the reset arrived again");
+            self::report("a call of {$held} bytes with a reset delivered again after a newer one: no view moved");
+        } finally {
+            $proxy->stop();
+        }
+    }
+
+    /**
      * Defect 4: a clock that steps retracted counts. h3's clock steps back 30 s while it counts
      * (the buckets it published are in its future now), then forward 60 s (30 s ahead: the
      * buckets it published first leave its 60 s window), then back to time. The other hosts'

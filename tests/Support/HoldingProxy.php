@@ -114,6 +114,15 @@ final class HoldingProxy
         $this->ask('release');
     }
 
+    /**
+     * Writes the bytes of the last release again, each connection's on a new connection to the
+     * server, whose answers are dropped: a request delivered twice. Returns once they are written.
+     */
+    public function replay(): int
+    {
+        return (int) $this->ask('replay');
+    }
+
     /** How many bytes are held now, across connections. */
     public function heldBytes(): int
     {

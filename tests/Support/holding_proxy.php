@@ -20,6 +20,9 @@
  *             (and, for the connections whose client is still there, after it the bytes that
  *             came since): holding ends on every connection. "error …" when a server closed a
  *             connection before its held bytes could be written.
+ *   replay    "ok <bytes>", once the bytes of the last release are written again, each
+ *             connection's on a new connection to the server (a request delivered twice); what
+ *             the server answers there is read and dropped
  *   held      "ok <bytes>": how many bytes are held now, across connections
  * It exits when stdin ends (the test process is gone), and writes nothing but answers to
  * stdout; stderr (a log file) gets one line when something goes wrong.
@@ -52,7 +55,7 @@ final class HeldConnection
     /** Whether the server side stays open when the client is gone (cut, or gone while held). */
     public bool $keepServer = false;
 
-    /** @param resource $client @param resource $server */
+    /** @param resource|null $client @param resource $server */
     public function __construct($client, $server)
     {
         $this->client = $client;
@@ -101,6 +104,8 @@ $commands = '';
 /** @var array<int, int>|null $releasing while a release is not answered: by connection id, the bytes it must have written */
 $releasing = null;
 $released = 0;
+/** @var list<string> what the last release wrote, each connection's */
+$lastReleased = [];
 
 /** What the client of $connection sent: held, or on its way to the server. */
 $fromClient = static function (HeldConnection $connection, string $bytes): void {
@@ -136,6 +141,7 @@ $serverGone = static function (HeldConnection $connection): void {
  * lost its server, and with it what it had to write).
  */
 $answerRelease = static function () use (&$releasing, &$released, &$connections, $answer): void {
+    // (A replay is answered the same way: its new connections, marked in $releasing.)
     if ($releasing === null) {
         return;
     }
@@ -183,14 +189,35 @@ try {
             } elseif ($command === 'release') {
                 $releasing = [];
                 $released = 0;
+                $lastReleased = [];
                 foreach ($connections as $id => $connection) {
                     $connection->holding = false;
                     if ($connection->held !== '') {
                         $released += strlen($connection->held);
+                        $lastReleased[] = $connection->held;
                         $connection->toServer .= $connection->held;
                         $connection->held = '';
                         $releasing[$id] = $connection->written + strlen($connection->toServer);
                     }
+                }
+                $answerRelease();
+            } elseif ($command === 'replay') {
+                $releasing = [];
+                $released = 0;
+                foreach ($lastReleased as $bytes) {
+                    $server = @stream_socket_client("tcp://127.0.0.1:{$targetPort}", $errno, $error, 2.0, STREAM_CLIENT_CONNECT, $context);
+                    if ($server === false) {
+                        $log("could not connect to replay: {$error}");
+                        continue;
+                    }
+                    $unbuffered($server);
+                    // No client: what the server answers is dropped; the server side stays open.
+                    $connection = new HeldConnection(null, $server);
+                    $connection->keepServer = true;
+                    $connection->toServer = $bytes;
+                    $connections[$nextId] = $connection;
+                    $releasing[$nextId++] = strlen($bytes);
+                    $released += strlen($bytes);
                 }
                 $answerRelease();
             } elseif ($command === 'held') {
