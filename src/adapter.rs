@@ -254,7 +254,14 @@ impl AbstractSlidingTimeWindowShm {
     /// keys, and nothing else.
     pub fn reset(&self) -> PhpResult<()> {
         let configured = self.configuration()?;
-        process::store()?.remove_matching(|key| configured.storage_keys.covers(key));
+        let store = process::store()?;
+        if store.has_fleet() {
+            // The slots stay, so that the sidecar finds the counters reset and resets the fleet's.
+            note_fleet_reset()?;
+            store.clear_matching(|key| configured.storage_keys.covers(key));
+        } else {
+            store.remove_matching(|key| configured.storage_keys.covers(key));
+        }
         Ok(())
     }
 
@@ -263,6 +270,9 @@ impl AbstractSlidingTimeWindowShm {
     /// service is mended, so that its circuit admits requests at once.
     pub fn reset_service(&self, service: Str<'_, 1>) -> PhpResult<()> {
         let store = process::store()?;
+        if store.has_fleet() {
+            note_fleet_reset()?;
+        }
         for key in self.configuration()?.storage_keys.of_service(&service) {
             for kind in [TableKind::Counters, TableKind::Statuses] {
                 store.clear(kind, &key).map_err(storage_error)?;
@@ -374,6 +384,17 @@ fn snapshot_row(view: &ServiceView, counts_requests: bool) -> PhpResult<ZBox<Zen
         row.insert("buckets", list).map_err(php_error)?;
     }
     Ok(row)
+}
+
+/// Fleet mode: notes in the segment when this host resets counters, before it clears them, so
+/// that the sidecar dates the fleet's reset by it (see `Segment::fleet_reset_at`).
+fn note_fleet_reset() -> PhpResult<()> {
+    let now_ms =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |since| since.as_millis());
+    // Relaxed: the sidecar reads it an interval later, when it finds the counters reset; one that
+    // reads an older time dates the reset at its own sync instead, which takes a little more.
+    process::segment()?.fleet_reset_at().fetch_max(now_ms as u64, std::sync::atomic::Ordering::Relaxed);
+    Ok(())
 }
 
 /// The integer PHP makes of an array key of these bytes, as `$array["12"]` is `$array[12]`:

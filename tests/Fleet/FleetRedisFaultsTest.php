@@ -187,14 +187,14 @@ final class FleetRedisFaultsTest extends FleetTestCase
      * reset its counts (5 failures withdrawn) and carries 2 failures counted since is held, then
      * delivered; h1 counts 3 more and syncs; then the held call is delivered again, on another
      * connection. The copy changes nothing: every view keeps h1's 5 failures since the reset,
-     * and none from before it.
+     * and none from before it, h2's included (a reset reaches the fleet).
      */
     public function testACallDeliveredTwiceChangesNothingTheSecondTime(): void
     {
         $this->redis = RedisServer::start($this->dir);
         $proxy = HoldingProxy::start($this->dir, $this->redis->port);
-        // Buckets of 30 s: the 3 failures after the reset fall in the bucket the held call set.
-        $ganesha = ['timeWindow' => 3600, 'failureRateThreshold' => 100, 'minimumRequests' => 1_000_000, 'intervalToHalfOpen' => 600];
+        // Buckets of 10 s: the 3 failures after the reset fall in the bucket the held call set.
+        $ganesha = ['timeWindow' => 600, 'failureRateThreshold' => 100, 'minimumRequests' => 1_000_000, 'intervalToHalfOpen' => 600];
         try {
             $h1 = $this->startHost('h1', $ganesha, $proxy->url());
             $h2 = $this->startHost('h2', $ganesha);
@@ -210,8 +210,9 @@ final class FleetRedisFaultsTest extends FleetTestCase
             $h1->sidecar->signal(\SIGSTOP);
             try {
                 $h1->ask(['op' => 'reset', 'service' => $service]);
-                // What h1 counted is gone: its 5 failures, and its success.
-                $this->counted[$service] = [$this->counted[$service][0] - 5, $this->counted[$service][1] - 1];
+                // What every host counted before the reset is gone.
+                $this->counted[$service] = [0, 0];
+                $this->awaitBucketAfterReset(10);
                 $this->countEvents($h1, $service, 2, 0);
                 $proxy->hold();
             } finally {
@@ -289,17 +290,19 @@ final class FleetRedisFaultsTest extends FleetTestCase
         $this->assertExact($hosts, [$service], 'before the reset');
 
         $h1->ask(['op' => 'reset', 'service' => $service]);
-        // What h1 counted is gone: its 5 failures, and its 4 successes.
-        $this->counted[$service] = [$this->counted[$service][0] - 5, $this->counted[$service][1] - 4];
+        // What every host counted before the reset is gone: h1's 5 failures and 4 successes, h2's 2 failures.
+        $this->counted[$service] = [0, 0];
         self::assertSame([0, 0], [self::own($h1, $service)['failures'] ?? 0, self::own($h1, $service)['successes'] ?? 0]);
         $reset = $this->nowMs();
         $this->waitForSyncs($hosts, $reset, 2);
         $this->assertExact($hosts, [$service], "two intervals after h1's reset");
+        self::assertSame(0, self::own($h2, $service)['failures'] ?? 0, "h2's own failures before the reset");
 
+        $this->awaitBucketAfterReset(10);
         $this->countEvents($h1, $service, 1, 1);
         $this->waitForSyncs($hosts, $this->nowMs());
         $this->assertExact($hosts, [$service], "after h1 counted again");
-        self::report("a reset on h1: every view without h1's counts two intervals after it");
+        self::report("a reset on h1: every view without any host's counts of before it two intervals after it");
     }
 
     /**
@@ -588,6 +591,17 @@ final class FleetRedisFaultsTest extends FleetTestCase
                 ++$this->samples;
             }
         }
+    }
+
+    /**
+     * Waits for the first bucket of $seconds after the one a reset just made fell in: the hosts
+     * that did not make a reset take the whole bucket it fell in (docs/fleet.md, "A reset
+     * reaches the fleet"), so that events counted to be seen everywhere come after it.
+     */
+    private function awaitBucketAfterReset(int $seconds): void
+    {
+        $reset = \time() + 1;
+        $this->waitUntil(fn () => \intdiv(\time(), $seconds) > \intdiv($reset, $seconds), 'the next bucket', $seconds + 5.0);
     }
 
     /**

@@ -60,6 +60,9 @@ mod header {
     /// Redis tells a late call from a new one across the sidecar's restarts (see
     /// [`super::Segment::fleet_sequence`]). Segments made before it have 0 here, as new ones.
     pub const FLEET_SEQUENCE: usize = 17;
+    /// When this host's latest `reset()` or `resetService()` was made, in unix milliseconds
+    /// (see [`super::Segment::fleet_reset_at`]). Segments made before it have 0 here, as new ones.
+    pub const FLEET_RESET_AT: usize = 18;
     /// Header length, three cache lines; the rest is left for later versions.
     pub const WORDS: usize = 24;
 }
@@ -738,6 +741,14 @@ impl Segment {
         &self.words()[header::FLEET_SEQUENCE]
     }
 
+    /// When this host's latest reset was made (unix milliseconds, the largest written): the
+    /// adapter writes it as it resets counters in fleet mode, and the sidecar, which finds the
+    /// counters reset at its next sync, dates the fleet's reset of them by it, so that the
+    /// other hosts take what was counted before the reset and nothing counted after.
+    pub fn fleet_reset_at(&self) -> &AtomicU64 {
+        &self.words()[header::FLEET_RESET_AT]
+    }
+
     /// The [`FLEET_WORDS`] words of the fleet sidecar's state: the sidecar writes them, any
     /// process reads them.
     pub fn fleet_words(&self) -> &[AtomicU64] {
@@ -828,7 +839,7 @@ pub mod guard {
             // The fleet's state is left out: a segment restored from this copy has no fleet view
             // until the sidecar syncs again, rather than one that looks as fresh as at startup.
             let fleet = (header::FLEET_SYNC..header::FLEET_SYNC + super::FLEET_WORDS).contains(&index)
-                || index == header::FLEET_SEQUENCE;
+                || [header::FLEET_SEQUENCE, header::FLEET_RESET_AT].contains(&index);
             // Relaxed: read and written before the handler is installed.
             word.store(if fleet { 0 } else { value.load(Ordering::Relaxed) }, Ordering::Relaxed);
         }

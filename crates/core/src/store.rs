@@ -428,6 +428,16 @@ impl<'a> Store<'a> {
         self.fleet_ring.map(|fleet_ring| fleet_ring + self.ring.len() as usize)
     }
 
+    /// Fleet mode: the window noted for `key`, if it has a slot and one is noted.
+    pub fn fleet_window(&self, key: &[u8]) -> Result<Option<FleetWindow>, StoreError> {
+        let Some(at) = self.fleet_window_at() else { return Ok(None) };
+        let Some(entry) = self.find(TableKind::Counters, key)? else { return Ok(None) };
+        // Relaxed: a word standing alone, whose generation says whether it is this claim's.
+        let word = BucketWord(entry.payload()[at].load(Ordering::Relaxed));
+        let current = word.generation() == BucketWord::generation_of(entry.generation()) && entry.is_current();
+        Ok(FleetWindow::read(word.0).filter(|_| current).map(|(window, _)| window))
+    }
+
     /// Fleet mode: notes the window `key` is counted in, when a count renewed its slot
     /// ([`Renewed`]); nothing without fleet mode, or for a key with no slot.
     pub fn note_fleet_window(&self, key: &[u8], window: &Window) -> Result<(), StoreError> {
@@ -625,6 +635,66 @@ impl<'a> Store<'a> {
         Ok(())
     }
 
+    /// Fleet mode: takes from `key` what it held from before `through` (unix seconds, this
+    /// host's clock) and nothing newer: a counter's own buckets that start at or before
+    /// `through`, and its last failure time when it is not after `through`; a status saved at
+    /// or before `through`. What a reset another host of the fleet made at `through` takes from
+    /// this one (see `fleet`): taken again, or late, it takes nothing counted since. Unlike
+    /// [`Store::clear`] it counts no reset: the sidecar applies the fleet's reset, which the
+    /// host that made it has said already. Whether it took anything.
+    ///
+    /// A status is taken by a compare-and-swap of the word read: a save of the same status
+    /// between the read of its expiry and the swap (a circuit tripping again within the second
+    /// it was reset) is taken with it, and trips again on the counts.
+    pub fn clear_through(&self, kind: TableKind, key: &[u8], through: u64, now: u64) -> Result<bool, StoreError> {
+        let Some(entry) = self.find(kind, key)? else {
+            return Ok(false);
+        };
+        let payload = entry.payload();
+        let through_value = through.min(timed::MAX_VALUE as u64) as i64;
+        // A timed value (a last failure time, a status) emptied when `taken` says so: the value
+        // word alone, which leaves a live expiry over an empty value, read as absent.
+        let take_timed = |[value_at, expiry_at]: [usize; 2], taken: &dyn Fn(i64, u64) -> bool| {
+            let Timed::Alive { word, value } = read_timed(&entry, [value_at, expiry_at], now) else { return false };
+            // Acquire: as in `read_timed`.
+            let expires_at = timed::decode_expiry(payload[expiry_at].load(Ordering::Acquire));
+            let empty = timed::empty_value(entry.generation());
+            taken(value, expires_at)
+                && update_word(&payload[value_at], &entry, |current| (current == word).then_some(empty))
+        };
+        let mut took = false;
+        match kind {
+            TableKind::Counters => {
+                took |= take_timed([LAST_FAILURE_VALUE, LAST_FAILURE_EXPIRY], &|time, _| time <= through_value);
+                let Some(window_at) = self.fleet_window_at() else { return Ok(took) };
+                let generation = BucketWord::generation_of(entry.generation());
+                // Relaxed: the compare-and-swaps below check each word's generation.
+                let window_word = BucketWord(payload[window_at].load(Ordering::Relaxed));
+                let Some((window, _)) =
+                    FleetWindow::read(window_word.0).filter(|_| window_word.generation() == generation)
+                else {
+                    return Ok(took);
+                };
+                for (bucket, (index, lap)) in self.ring_range(window, now) {
+                    if bucket.saturating_mul(window.bucket_duration) > through {
+                        break; // oldest first: the rest are newer
+                    }
+                    let empty = init_counter(RING + index, entry.generation());
+                    took |= update_word(&payload[RING + index], &entry, |current| {
+                        let current = BucketWord(current);
+                        (current.generation() == generation && current.count_in(lap) > 0).then_some(empty)
+                    });
+                }
+            }
+            TableKind::Statuses => {
+                took |= take_timed([STATUS_VALUE, STATUS_EXPIRY], &|_, expires_at| {
+                    expires_at.saturating_sub(STATUS_TTL) <= through
+                });
+            }
+        }
+        Ok(took)
+    }
+
     /// Keeps the slots of `counters` and `statuses` that exist until at least `until`, creating
     /// none: what the adapter does with a service's other keys when a write renewed one of
     /// them (see [`Renewed`]). Their data keeps its own expiry; only the slots, and the totals
@@ -803,6 +873,20 @@ impl<'a> Store<'a> {
     /// Deletes every counter and status whose key satisfies `matches`; returns how many.
     pub fn remove_matching(&self, matches: impl Fn(&[u8]) -> bool) -> usize {
         self.counters.remove_matching(&matches) + self.statuses.remove_matching(&matches)
+    }
+
+    /// Clears ([`Store::clear`]) every counter and status whose key satisfies `matches`, keeping
+    /// their slots: a reset in fleet mode, where the sidecar finds a counter reset by its slot
+    /// (see [`FleetWindow`]) and says so to the fleet. Returns how many it cleared.
+    pub fn clear_matching(&self, matches: impl Fn(&[u8]) -> bool) -> usize {
+        [TableKind::Counters, TableKind::Statuses]
+            .into_iter()
+            .map(|kind| {
+                // Every live slot, its data expired or not (no time is before 0).
+                let keys = self.table(kind).live_keys(0).into_iter().filter(|key| matches(key));
+                keys.filter(|key| self.clear(kind, key).is_ok()).count()
+            })
+            .sum()
     }
 
     /// Every key holding data that may not all have expired at `now`, counters and statuses.
@@ -1082,6 +1166,44 @@ mod tests {
         store.increment(b"plain", &window, now).unwrap();
         store.clear(TableKind::Counters, b"plain").unwrap();
         assert!(store.own_buckets(now).iter().all(|own| own.key != b"plain"));
+    }
+
+    #[test]
+    fn a_fleet_reset_takes_what_came_before_it_and_nothing_since() {
+        let segment = fleet_segment(4);
+        let store = Store::new(&segment);
+        let window = window(60, Some(10));
+        let now = 1_000_000; // a bucket's start: buckets of 10 s start at now - 20, now - 10, now
+        for (time, events) in [(now - 20, 2), (now - 10, 3), (now + 1, 4)] {
+            for _ in 0..events {
+                store.increment(b"k", &window, time).unwrap();
+            }
+        }
+        store.note_fleet_window(b"k", &window).unwrap();
+        store.save_last_failure_time(b"k", (now - 5) as i64, 3_600, now).unwrap();
+        store.save_status(b"s", STATUS_TRIPPED, now - 5).unwrap();
+
+        // A reset at now - 10: the buckets that start at or before it go (the one it fell in
+        // too), the last failure time and the status saved after it stay.
+        assert!(store.clear_through(TableKind::Counters, b"k", now - 10, now + 1).unwrap());
+        assert_eq!(store.bucket_counts(b"k", &window, now + 1).unwrap().iter().map(|b| b.1).sum::<u64>(), 4);
+        assert_eq!(store.peek_last_failure_time(b"k", now).unwrap(), Some((now - 5) as i64));
+        assert!(!store.clear_through(TableKind::Statuses, b"s", now - 10, now).unwrap());
+        assert_eq!(store.load_status(b"s", now).unwrap(), Some(STATUS_TRIPPED));
+        let own = store.own_buckets(now + 1);
+        assert_eq!((own[0].resets, own[0].buckets.clone()), (0, vec![(now, 4)]), "no reset counted: not this host's");
+
+        // Taken again: nothing more. A reset at now - 5 takes the failure time and the status too.
+        assert!(!store.clear_through(TableKind::Counters, b"k", now - 10, now + 1).unwrap());
+        assert!(store.clear_through(TableKind::Counters, b"k", now - 5, now + 1).unwrap());
+        assert_eq!(store.peek_last_failure_time(b"k", now).unwrap(), None);
+        assert!(store.clear_through(TableKind::Statuses, b"s", now - 5, now).unwrap());
+        assert_eq!(store.load_status(b"s", now).unwrap(), None);
+        assert_eq!(store.load(b"k", &window, now + 1).unwrap(), 4, "the bucket after it stays");
+        // Saved again after the reset: kept.
+        store.save_status(b"s", STATUS_TRIPPED, now).unwrap();
+        assert!(!store.clear_through(TableKind::Statuses, b"s", now - 5, now).unwrap());
+        assert!(!store.clear_through(TableKind::Counters, b"absent", now, now).unwrap());
     }
 
     #[test]

@@ -113,9 +113,10 @@ pub const SETTINGS: &[Setting] = &[
     Setting {
         name: "suffixes",
         value: "LIST",
-        default: "_success,_failure,_rejection",
-        help: "The counter suffixes of Ganesha's storage keys, comma-separated; a service is a key \
-               without its suffix.",
+        default: "_success,_failure,_rejection,_last_failure_time,_status",
+        help: "The suffixes of Ganesha's storage keys, comma-separated: the three counters' (a service is \
+               a key without its suffix), then the last failure time's and the status's (a reset the \
+               fleet shares clears them), which may be left out for their defaults.",
     },
     Setting {
         name: "syncs",
@@ -223,7 +224,10 @@ pub struct Config {
     pub interval: Duration,
     pub connect_timeout: Duration,
     pub command_timeout: Duration,
+    /// The counters' suffixes: successes, failures, rejections.
     pub suffixes: Vec<Vec<u8>>,
+    /// The suffixes of a service's last failure time and status.
+    pub state_suffixes: [Vec<u8>; 2],
     /// `--syncs N`: stop after N syncs, reporting each.
     pub syncs: Option<u64>,
 }
@@ -416,16 +420,24 @@ fn check(given: &Given, hostname: impl Fn() -> Option<String>) -> Result<Config,
             name_setting("host", &host, "the hostname (give --host)")?
         }
     };
-    let suffixes = match value("suffixes") {
-        None => vec![b"_success".to_vec(), b"_failure".to_vec(), b"_rejection".to_vec()],
-        Some((raw, at)) => {
-            let suffixes: Vec<Vec<u8>> = raw.split(',').map(|suffix| suffix.trim().as_bytes().to_vec()).collect();
-            if suffixes.iter().any(Vec::is_empty) {
-                return Err(format!("{at}: suffixes = {raw:?} holds an empty suffix"));
-            }
-            suffixes
+    let mut suffixes: Vec<Vec<u8>> =
+        ["_success", "_failure", "_rejection", "_last_failure_time", "_status"].map(|s| s.as_bytes().to_vec()).into();
+    if let Some((raw, at)) = value("suffixes") {
+        let given: Vec<Vec<u8>> = raw.split(',').map(|suffix| suffix.trim().as_bytes().to_vec()).collect();
+        if given.iter().any(Vec::is_empty) {
+            return Err(format!("{at}: suffixes = {raw:?} holds an empty suffix"));
         }
-    };
+        if given.len() != 3 && given.len() != 5 {
+            return Err(format!(
+                "{at}: suffixes = {raw:?} holds {} suffixes: give the three counters' (successes, failures, \
+                 rejections), or those and the last failure time's and the status's",
+                given.len()
+            ));
+        }
+        suffixes.splice(..given.len(), given);
+    }
+    let state_suffixes = [suffixes[3].clone(), suffixes[4].clone()];
+    suffixes.truncate(3);
     let syncs = match value("syncs") {
         None => None,
         Some((raw, at)) => match raw.parse::<u64>() {
@@ -444,6 +456,7 @@ fn check(given: &Given, hostname: impl Fn() -> Option<String>) -> Result<Config,
         connect_timeout: millis("connect_timeout_ms", 500, (10, 60_000))?,
         command_timeout: millis("command_timeout_ms", 500, (10, 60_000))?,
         suffixes,
+        state_suffixes,
         syncs,
     })
 }
@@ -508,7 +521,17 @@ mod tests {
         assert_eq!((config.fleet.as_str(), config.host.as_str()), ("shop", "web2"));
         assert_eq!(config.interval, Duration::from_secs(1));
         assert_eq!(config.suffixes.len(), 3);
+        assert_eq!(config.state_suffixes, [b"_last_failure_time".to_vec(), b"_status".to_vec()]);
         assert_eq!(config.topology, Topology::Server);
+    }
+
+    #[test]
+    fn three_suffixes_keep_the_defaults_of_the_last_two() {
+        let Command::Run(config) = run(&format!("{BASE} --suffixes _s,_f,_r")).unwrap() else { panic!() };
+        assert_eq!(config.suffixes, [b"_s".to_vec(), b"_f".to_vec(), b"_r".to_vec()]);
+        assert_eq!(config.state_suffixes[1], b"_status");
+        let Command::Run(config) = run(&format!("{BASE} --suffixes _s,_f,_r,_t,_st")).unwrap() else { panic!() };
+        assert_eq!((config.suffixes.len(), config.state_suffixes.clone()), (3, [b"_t".to_vec(), b"_st".to_vec()]));
     }
 
     #[test]
@@ -536,6 +559,7 @@ mod tests {
             (&format!("{BASE} --bogus 1"), "unknown argument \"--bogus\""),
             (&format!("{BASE} --fleet"), "--fleet needs a value"),
             (&format!("{BASE} --suffixes a,,b"), "holds an empty suffix"),
+            (&format!("{BASE} --suffixes a,b,c,d"), "holds 4 suffixes: give the three counters'"),
             (&format!("{BASE} --cluster=maybe"), "cluster = \"maybe\" is not yes or no"),
             (&format!("{BASE} --cluster --sentinel m"), "sentinel and cluster exclude each other"),
             (&format!("{BASE} --master-password pw"), "the master's user and password are for --sentinel"),

@@ -188,7 +188,14 @@ fn run(config: Config) -> ExitCode {
         }
         let now = unix_time();
         let cpu = cpu_time();
-        match syncer.sync(link.as_mut().expect("connected above"), &store, segment.fleet_sequence(), now) {
+        match syncer.sync(
+            link.as_mut().expect("connected above"),
+            &store,
+            segment.fleet_sequence(),
+            // Relaxed: see `Segment::fleet_reset_at`; an older time dates the reset at this sync.
+            segment.fleet_reset_at().load(Ordering::Relaxed),
+            now,
+        ) {
             Ok(report) if !report.complete => {
                 // Some shards did not sync (Redis out of memory, or refusing this host's calls as
                 // late): their services' counts are not refreshed, so none decides.
@@ -427,6 +434,17 @@ impl Events {
                     String::from_utf8_lossy(key)
                 ));
             }
+        }
+        if !report.resets_taken.is_empty() {
+            // Another host's reset: an operator's act, which anyone who can write Redis can feign.
+            let names: Vec<_> =
+                report.resets_taken.iter().take(5).map(|s| format!("\"{}\"", String::from_utf8_lossy(s))).collect();
+            let more = report.resets_taken.len().saturating_sub(names.len());
+            self.limiter.log(&format!(
+                "another host reset {}{}: what this host counted of each before the reset is taken back",
+                names.join(", "),
+                if more > 0 { format!(" and {more} more services") } else { String::new() }
+            ));
         }
         if report.recounted > 0 {
             self.limiter.log(&format!(

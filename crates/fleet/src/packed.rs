@@ -210,23 +210,42 @@ pub fn pack_rows(rows: &Rows) -> Vec<u8> {
 /// The rows a packed value holds: rows of a service and three counts from 0 to `max`; other
 /// rows are left out and counted. `None` when it is not a list of rows at all.
 pub fn unpack_rows(bytes: &[u8], max: u64) -> Option<(Rows, u64)> {
+    let count = |value: &Value| match value {
+        Value::Int(n) => u64::try_from(*n).ok().filter(|&n| n <= max),
+        _ => None,
+    };
+    unpack_records(bytes, 4, |row| match (&row[0], count(&row[1]), count(&row[2]), count(&row[3])) {
+        (Value::Bytes(service), Some(s), Some(f), Some(r)) => Some((service.clone(), [s, f, r])),
+        _ => None,
+    })
+}
+
+/// The fleet's resets a packed value holds: `service, time` (unix milliseconds, Redis's clock), as
+/// the script keeps them; other records are left out and counted. `None` when it is not such a
+/// list at all.
+pub fn unpack_resets(bytes: &[u8]) -> Option<(Vec<(Vec<u8>, u64)>, u64)> {
+    unpack_records(bytes, 2, |record| match (&record[0], &record[1]) {
+        (Value::Bytes(service), &Value::Int(time)) => Some((service.clone(), u64::try_from(time).ok()?)),
+        _ => None,
+    })
+}
+
+/// The records of a packed flat list, `stride` items to a record: those `record` makes
+/// something of, and how many it did not. `None` when it is not a flat list of that stride.
+fn unpack_records<T>(bytes: &[u8], stride: usize, record: impl Fn(&[Value]) -> Option<T>) -> Option<(Vec<T>, u64)> {
     let Value::Array(items) = read(bytes)? else { return None };
-    if items.len() % 4 != 0 {
+    if items.len() % stride != 0 {
         return None;
     }
-    let mut rows = Vec::with_capacity(items.len() / 4);
+    let mut records = Vec::with_capacity(items.len() / stride);
     let mut skipped = 0;
-    for row in items.chunks_exact(4) {
-        let count = |value: &Value| match value {
-            Value::Int(n) => u64::try_from(*n).ok().filter(|&n| n <= max),
-            _ => None,
-        };
-        match (&row[0], count(&row[1]), count(&row[2]), count(&row[3])) {
-            (Value::Bytes(service), Some(s), Some(f), Some(r)) => rows.push((service.clone(), [s, f, r])),
-            _ => skipped += 1,
+    for items in items.chunks_exact(stride) {
+        match record(items) {
+            Some(made) => records.push(made),
+            None => skipped += 1,
         }
     }
-    Some((rows, skipped))
+    Some((records, skipped))
 }
 
 #[cfg(test)]

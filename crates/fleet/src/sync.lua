@@ -19,7 +19,12 @@
 --                      (their window and a bucket, their clock's lag behind Redis's, two
 --                      intervals): a packed flat list of `duration, seconds, until`;
 --   h:<host>           the host's last sequence applied, and its newest bucket:
---                      `<sequence>:<duration>:<start>`.
+--                      `<sequence>:<duration>:<start>`;
+--   z                  the fleet's resets: a packed flat list `service, time`, the time (unix
+--                      milliseconds, Redis's clock) of the latest reset of each service some host
+--                      made, kept while a bucket that started before it is read: every host takes
+--                      what it counted of the service before that time, and reads no sum of it;
+--   zv                 the version of z, moved by every call that changes it.
 --
 -- Every check is made and every value computed before the writes: an HDEL of the buckets no
 -- window reads any more (right on its own), then an HSET of every field the call changes (in
@@ -32,7 +37,7 @@
 --
 -- KEYS[1]: the shard's hash.
 -- ARGV[1]: the request, packed: {host, sequence, born, version, full, readers, live, updates,
---   resets, bound, check, durations, recount, applied, newest, renew}:
+--   resets, bound, check, durations, recount, applied, newest, renew, reset_times, resets_known}:
 --   host: this host's id; sequence: above every earlier call of this host (its segment keeps it);
 --   born, version: the shard's birth and version this host holds ("": it holds that there is no
 --     hash; version -1: none), also with full (a birth it holds, and a version the hash has not
@@ -52,15 +57,17 @@
 --     in the shard (0: none, or all its buckets gone since), and newest: its newest bucket there
 --     (""), so that a host finds out when Redis went back to an older copy of itself, whatever
 --     other hosts wrote since; renew: 1 (with full) to give the hash a new birth, as a host does
---     that found out so.
--- Reply: {status, time, born, version, sequence, sums, own, figures, others}:
+--     that found out so; reset_times: `service, time` of the resets this host shares with the
+--     fleet (those it made, dated on Redis's clock; with full, every one it knows of), kept in z
+--     as the latest of each service; resets_known: the version of z this host holds (-1: none).
+-- Reply: {status, time, born, version, sequence, sums, own, figures, others, resets}:
 --   status: "ok"; "stale" (the host's last sequence is not below this one); "reborn" (the hash
 --     is not the one the host holds: the host publishes all it holds, with full); "regressed"
 --     (the hash is older than the host read it, or lacks what it applied of the host: the host
 --     publishes all it holds, with full and renew);
 --     "foreign" (the key is not a hash: not ours); "unwritten: <why>" (Redis refused the write:
 --     out of memory, evicting nothing); nothing is written unless "ok";
---   time: Redis's (seconds); born, version: the shard's, after the call; sequence: the host's
+--   time: Redis's (milliseconds); born, version: the shard's, after the call; sequence: the host's
 --     last applied, after the call;
 --   sums: `bucket, counts` of each bucket of the host's durations whose sums changed since the
 --     version it holds (every one, with full);
@@ -69,7 +76,8 @@
 --   figures: {rejected: buckets stamped past Redis's time and the bound, not applied; gone:
 --     buckets sent that no window reads any more; recounted: sums found wrong and recounted
 --     from every host's counts; skipped: rows or fields that are not counts, left out};
---   others: `duration, counts` of the newest bucket of each other duration not in `durations`.
+--   others: `duration, counts` of the newest bucket of each other duration not in `durations`;
+--   resets: {version, z} when z is not at the version the host holds (or with full), else {}.
 
 local MAX_COUNT = 268435455
 -- A hash of ours holds at most this many buckets, a bucket's rows at most this many bytes, its
@@ -83,6 +91,8 @@ local MAX_REPLY = 16000000
 -- the longest window and the two buckets beyond it that a ring keeps.
 local LONGEST_READ = 122
 local REJECTED, GONE, RECOUNTED, SKIPPED = 1, 2, 3, 4
+-- The most services a shard's resets name: past it, the oldest go first.
+local MAX_RESETS = 4000
 
 -- Stops the script with an error that names the right the ACL user lacks (Redis's own says only
 -- that the script's user may not), which the sidecar logs.
@@ -98,12 +108,20 @@ local known_born, known_version, full = request[3], request[4], request[5] == 1
 local readers_sent, live, updates, resets = request[6], request[7], request[8], request[9]
 local bound, check, durations_known, recount = request[10], request[11] == 1, request[12], request[13]
 local applied, newest_sent, renew = request[14], request[15], request[16] == 1
+local reset_times, resets_known = request[17] or {}, request[18] or -1
 
-local now = tonumber(redis.call('TIME')[1])
+local clock = redis.call('TIME')
+local now = tonumber(clock[1])
+-- Milliseconds, for the reply: a host dates its resets on Redis's clock to the millisecond.
+local now_ms = now * 1000 + math.floor(tonumber(clock[2]) / 1000)
 local figures = { 0, 0, 0, 0 }
 
+-- The fleet's resets the reply carries (see `resets_read`).
+local resets_out = {}
+
 local function reply(status, born, version, stored, sums, own, others)
-  return { status, now, born or '', version or 0, stored or 0, sums or {}, own or {}, figures, others or {} }
+  return { status, now_ms, born or '', version or 0, stored or 0, sums or {}, own or {}, figures, others or {},
+    resets_out }
 end
 
 -- Every right a call needs, before its first write: Redis keeps the writes of a script stopped
@@ -305,7 +323,7 @@ local function writers_of(writers, except)
 end
 
 -- The shard as Redis holds it. A key of another type is not ours: the shard is left alone.
-local head = redis.pcall('HMGET', key, 'b', 'n', 'x', 'r', 'h:' .. host)
+local head = redis.pcall('HMGET', key, 'b', 'n', 'x', 'r', 'h:' .. host, 'zv')
 if type(head) == 'table' and head.err then
   return reply('foreign')
 end
@@ -339,6 +357,21 @@ end
 local created = not born
 if created then
   version = 0
+end
+local resets_version = (not created and tonumber(head[6])) or 0
+if resets_version < 0 or resets_version % 1 ~= 0 then
+  resets_version = 0
+end
+
+-- The fleet's resets, as the reply carries them when the host does not hold their version: `z`,
+-- as Redis holds it (`written`: as this call writes it).
+local function resets_read(full_read, written)
+  if full_read or resets_version ~= resets_known then
+    local blob = written or (not created and redis.call('HGET', key, 'z'))
+    if blob and #blob <= MAX_BLOB then
+      resets_out = { resets_version, blob }
+    end
+  end
 end
 local readers = (not created and numbers_of(head[4], 3)) or {}
 
@@ -391,7 +424,8 @@ end
 
 -- A steady call, with nothing to send and nothing changed since the version it holds, reads
 -- nothing more (the buckets gone are deleted by the next call that writes, or with the hash).
-if not full and #updates == 0 and #recount == 0 and version == known_version then
+if not full and #updates == 0 and #recount == 0 and #reset_times == 0 and version == known_version then
+  resets_read(false)
   if readers_changed then
     -- Only the readers' figures: refused when Redis is out of memory, and renewed next time.
     redis.pcall('HSET', key, 'r', cmsgpack.pack(readers))
@@ -575,6 +609,57 @@ for r = 1, math.min(#recount, 64) do
   end
 end
 
+-- The resets this host shares: the latest of each service kept, with the others while a bucket
+-- that started before them is read by some live host (or, when none says, by the longest window).
+local resets_written
+if #reset_times > 0 then
+  -- How long after it a reset is kept: as long as the longest a bucket of any duration is read.
+  local longest = read_until(1, 0)
+  for duration in pairs(read_for) do
+    longest = math.max(longest, read_until(duration, 0))
+  end
+  for i = 1, #index, 3 do
+    longest = math.max(longest, read_until(index[i], 0))
+  end
+  local function kept(time)
+    return math.floor(time / 1000) + longest >= now
+  end
+  local held = (not created and unpacked(redis.call('HGET', key, 'z'), 2)) or {}
+  local latest, changed_resets = {}, false
+  for i = 1, #held, 2 do
+    local service, time = held[i], held[i + 1]
+    if type(service) == 'string' and is_count(time) and kept(time) then
+      latest[service] = math.max(latest[service] or 0, time)
+    else
+      figures[SKIPPED], changed_resets = figures[SKIPPED] + 1, true
+    end
+  end
+  for i = 1, #reset_times, 2 do
+    local service, time = reset_times[i], reset_times[i + 1]
+    if type(service) ~= 'string' or type(time) ~= 'number' or time < 0 or time % 1 ~= 0 then
+      error('ganesha-shm: a reset names no service and time')
+    elseif time > (now + bound) * 1000 then
+      figures[REJECTED] = figures[REJECTED] + 1
+    elseif kept(time) and time > (latest[service] or -1) then
+      latest[service], changed_resets = time, true
+    end
+  end
+  if changed_resets then
+    local list = {}
+    for service, time in pairs(latest) do
+      list[#list + 1] = { service, time }
+    end
+    table.sort(list, function(a, b) return a[2] > b[2] or (a[2] == b[2] and a[1] < b[1]) end)
+    local flat = {}
+    for i = 1, math.min(#list, MAX_RESETS) do
+      flat[2 * i - 1], flat[2 * i] = list[i][1], list[i][2]
+    end
+    resets_written, resets_version = cmsgpack.pack(flat), resets_version + 1
+    writes[#writes + 1], writes[#writes + 2] = 'z', resets_written
+    writes[#writes + 1], writes[#writes + 2] = 'zv', resets_version
+  end
+end
+
 -- A hash made with nothing in it would only expire: nothing is written until there is a count.
 if created and #writes == 0 then
   return reply('ok', '', -1, 0, {}, {}, {})
@@ -674,6 +759,7 @@ end
 local sums, others = {}, {}
 read('s:', reading, sums)
 read('o:' .. host .. ':', unsent, own_out)
+resets_read(full or created or born ~= known_born, resets_written)
 for duration, start in pairs(newest_other) do
   local value = redis.call('HGET', key, 's:' .. duration .. ':' .. start)
   if value then

@@ -18,6 +18,13 @@
 //! a count it can no longer read keeps what was published. A reset of the counter (the segment
 //! counts them) is the one thing that lowers it, and the call says so.
 //!
+//! A reset is shared: a counter reset on this host (`reset()`, `resetService()`) is dated by
+//! the segment (`Segment::fleet_reset_at`), and the call says the time, on Redis's clock; Redis
+//! keeps the latest of each service, and every host that reads a reset newer than it knows takes
+//! what it counted of the service before it (`Store::clear_through`: counts, last failure time,
+//! status) and, while it is read, no sum of the buckets before it. A marker, not counts set to
+//! 0: applied again, or late, or by a host that joins later, it takes nothing counted since.
+//!
 //! A host keeps the fleet's counts only for the services it counts itself (with events of its
 //! own in the buckets its window may still read): the fleet's data never takes a slot for a
 //! service this host does not use, so its own services always come first. A host decides alone
@@ -27,7 +34,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use ganesha_shm_core::fleet::{self, Bucket, CLOCK_BOUND_S, MAX_COUNT};
-use ganesha_shm_core::store::{FleetWindow, Store};
+use ganesha_shm_core::store::{FleetWindow, Store, TableKind};
 use redis::{Cmd, Value};
 
 use crate::config::Config;
@@ -82,6 +89,9 @@ pub struct Report {
     pub unwritten: Vec<String>,
     /// Counters whose fleet counts the segment refused, with why.
     pub refused: Vec<(Vec<u8>, String)>,
+    /// Services another host reset, whose counts before the reset this sync took from the
+    /// segment.
+    pub resets_taken: Vec<Vec<u8>>,
     /// Whether every shard synced, so that the fleet's counts may decide.
     pub complete: bool,
 }
@@ -122,6 +132,8 @@ struct Shard {
     recount: BTreeSet<Bucket>,
     /// Whether a call of this connection has checked the ACL rights.
     checked: bool,
+    /// The version of the shard's resets this host holds (`None`: none).
+    resets_known: Option<i64>,
 }
 
 impl Shard {
@@ -158,8 +170,17 @@ pub struct Syncer {
     shards: HashMap<u32, Shard>,
     /// Each counter's resets as last seen (by key).
     resets_seen: HashMap<Vec<u8>, u16>,
-    /// Services whose counters (a mask, as the script takes it) were reset and not yet said so.
-    pending_resets: HashMap<Vec<u8>, u8>,
+    /// Services whose counters were reset here and not yet said so: a mask of the counters, as
+    /// the script takes it, and when (unix milliseconds, Redis's clock).
+    pending_resets: HashMap<Vec<u8>, (u8, u64)>,
+    /// The fleet's latest reset of each service this host knows of (unix milliseconds, Redis's clock),
+    /// its own included, while a bucket before it may be read.
+    fleet_resets: HashMap<Vec<u8>, u64>,
+    /// Resets of other hosts read in this sync, to take from the segment.
+    resets_read: Vec<(Vec<u8>, u64)>,
+    /// The unix time of the last sync, in milliseconds: a reset the segment dates before it was
+    /// said already, so that a later one went unnoted (see `observe`).
+    last_sync_ms: u64,
     /// By service, the bucket after the current one when its fleet rings were last written: a
     /// ring whose range only moved on, with no sum in the buckets it moved to, holds what it
     /// should already.
@@ -167,6 +188,8 @@ pub struct Syncer {
     /// Redis's time at the last sync (seconds), and how far this host's clock is ahead of it.
     redis_time: u64,
     clock_ahead_s: i64,
+    /// The same in milliseconds: what a reset is dated and taken by.
+    clock_ahead_ms: i64,
 }
 
 impl Syncer {
@@ -177,9 +200,13 @@ impl Syncer {
             shards: HashMap::new(),
             resets_seen: HashMap::new(),
             pending_resets: HashMap::new(),
+            fleet_resets: HashMap::new(),
+            resets_read: Vec::new(),
+            last_sync_ms: 0,
             rings_written: HashMap::new(),
             redis_time: 0,
             clock_ahead_s: 0,
+            clock_ahead_ms: 0,
         }
     }
 
@@ -198,6 +225,7 @@ impl Syncer {
         self.shards.clear();
         self.resets_seen.clear();
         self.pending_resets.clear();
+        self.fleet_resets.clear();
         self.rings_written.clear();
     }
 
@@ -230,8 +258,14 @@ impl Syncer {
     }
 
     /// What the segment holds now: this host's counts by shard and bucket, and the counters'
-    /// resets, noting those reset since the last sync.
-    fn observe(&mut self, store: &Store<'_>, now: u64) -> Observed {
+    /// resets, noting those reset since the last sync, dated by `reset_at_ms` (the segment's
+    /// latest reset), or by now when that is not since the last sync (written before the reset
+    /// was, or not at all: a later date, which takes a little more from the other hosts).
+    fn observe(&mut self, store: &Store<'_>, now: u64, reset_at_ms: u64) -> Observed {
+        let now_ms = unix_now_ms();
+        let dated_ms = if (self.last_sync_ms..=now_ms).contains(&reset_at_ms) { reset_at_ms } else { now_ms };
+        self.last_sync_ms = now_ms;
+        let reset_at = u64::try_from(dated_ms as i64 - self.clock_ahead_ms).unwrap_or(0);
         let mut observed = Observed { counts: BTreeMap::new(), windows: BTreeMap::new() };
         let mut resets = HashMap::new();
         for own in store.own_buckets(now) {
@@ -249,25 +283,47 @@ impl Syncer {
         for (key, &count) in &resets {
             if self.resets_seen.get(key).is_some_and(|&seen| seen != count) {
                 if let Some((service, counter)) = fleet::counter_of(key, &self.config.suffixes) {
-                    *self.pending_resets.entry(service.to_vec()).or_default() |= 1 << counter;
+                    let (mask, at) = self.pending_resets.entry(service.to_vec()).or_default();
+                    (*mask, *at) = (*mask | 1 << counter, reset_at.max(*at));
                 }
             }
         }
         self.resets_seen = resets;
+        // A service the fleet reset is followed while its reset is known, though the reset took
+        // every event this host had of it: its counters' slots stay, and the fleet's counts after
+        // the reset come into them as into any this host counts.
+        for service in self.fleet_resets.keys() {
+            if observed.windows.contains_key(service) {
+                continue;
+            }
+            let windows: Vec<(u8, FleetWindow)> = (0u8..)
+                .zip(&self.config.suffixes)
+                .filter_map(|(counter, suffix)| {
+                    let window = store.fleet_window(&[&service[..], suffix].concat()).ok()??;
+                    Some((counter, window))
+                })
+                .collect();
+            if !windows.is_empty() {
+                observed.windows.insert(service.clone(), windows);
+                observed.counts.entry(fleet::shard_of(service)).or_default();
+            }
+        }
         observed
     }
 
     /// One sync at unix time `now` (seconds, this host's clock); `sequence` is the segment's
-    /// word of the sidecar's sequence (`Segment::fleet_sequence`).
+    /// word of the sidecar's sequence (`Segment::fleet_sequence`), `reset_at_ms` the time of its
+    /// latest reset (`Segment::fleet_reset_at`).
     pub fn sync(
         &mut self,
         link: &mut Link,
         store: &Store<'_>,
         sequence: &AtomicU64,
+        reset_at_ms: u64,
         now: u64,
     ) -> redis::RedisResult<Report> {
         let mut report = Report { complete: true, ..Report::default() };
-        let observed = self.observe(store, now);
+        let observed = self.observe(store, now, reset_at_ms);
         report.services = observed.windows.len();
         let readers = self.readers(&observed);
 
@@ -322,6 +378,7 @@ impl Syncer {
             todo = again;
         }
         self.forget_gone(&readers);
+        self.take_resets(store, &readers, now, &mut report);
         self.write_rings(store, &observed, now, &mut report);
         Ok(report)
     }
@@ -341,8 +398,18 @@ impl Syncer {
             .pending_resets
             .iter()
             .filter(|(service, _)| fleet::shard_of(service) == shard)
-            .map(|(service, &mask)| (service.clone(), mask))
+            .map(|(service, &(mask, _))| (service.clone(), mask))
             .collect();
+        // The resets this host shares: those it made; with full, every one it knows of, so that
+        // they come back with the counts when Redis lost them.
+        let mut reset_times: BTreeMap<Vec<u8>, u64> = BTreeMap::new();
+        let known = self.fleet_resets.iter().filter(|_| full).map(|(service, &at)| (service, at));
+        for (service, at) in known.chain(self.pending_resets.iter().map(|(service, &(_, at))| (service, at))) {
+            if fleet::shard_of(service) == shard {
+                let latest = reset_times.entry(service.clone()).or_default();
+                *latest = at.max(*latest);
+            }
+        }
         let nothing = BTreeMap::new();
         let seen = observed.counts.get(&shard).unwrap_or(&nothing);
         // Every bucket this host counted in, or published to: what it publishes of each is what
@@ -366,7 +433,7 @@ impl Syncer {
         }
         let (born, version) = state.known.clone().unwrap_or_default();
         let mut request = Writer::default();
-        request.array(16);
+        request.array(18);
         request.bytes(fleet::host_id_text(self.host_id).as_bytes()).uint(sequence);
         request.bytes(born.as_bytes()).int(if state.known.is_some() { version } else { -1 });
         request.uint(u64::from(full));
@@ -403,10 +470,15 @@ impl Syncer {
         request.uint(state.applied);
         request.bytes(newest.map(|bucket| fleet::bucket_field(*bucket)).unwrap_or_default().as_bytes());
         request.uint(u64::from(full && state.renew));
+        request.array(reset_times.len() * 2);
+        for (service, &at) in &reset_times {
+            request.bytes(service).uint(at);
+        }
+        request.int(if full { -1 } else { state.resets_known.unwrap_or(-1) });
         let mut command = redis::cmd("EVALSHA");
         command.arg(script).arg(1).arg(fleet::shard_key(&self.config.fleet, shard));
         command.arg(request.bytes);
-        (command, Sent { updates, resets })
+        (command, Sent { updates, resets, reset_times })
     }
 
     /// This host's marks beside the calls: in the fleet's set of live hosts (whose size is the
@@ -456,12 +528,14 @@ impl Syncer {
         report: &mut Report,
     ) -> redis::RedisResult<Outcome> {
         let Value::Array(items) = reply else { return Err(unexpected("a shard's reply is not a list")) };
-        let [status, time, born, version, stored, sums, own, figures, others] = &items[..] else {
-            return Err(unexpected("a shard's reply has not 9 items"));
+        let [status, time, born, version, stored, sums, own, figures, others, resets] = &items[..] else {
+            return Err(unexpected("a shard's reply has not 10 items"));
         };
-        let redis_now = int(time).ok_or_else(|| unexpected("no time in a shard's reply"))?;
+        let redis_now_ms = int(time).ok_or_else(|| unexpected("no time in a shard's reply"))?;
+        let redis_now = redis_now_ms.div_euclid(1000);
         self.redis_time = redis_now as u64;
         self.clock_ahead_s = unix_now() as i64 - redis_now;
+        self.clock_ahead_ms = unix_now_ms() as i64 - redis_now_ms;
         report.clock_ahead_s = self.clock_ahead_s;
         let state = self.shards.entry(shard).or_default();
         state.checked = true;
@@ -579,9 +653,36 @@ impl Syncer {
                 }
             }
         }
-        // The resets sent are said.
+        // The resets sent are said, and known: this host's own reset is never taken again.
         for (service, _) in &sent.resets {
             self.pending_resets.remove(service);
+        }
+        for (service, &at) in &sent.reset_times {
+            let latest = self.fleet_resets.entry(service.clone()).or_default();
+            *latest = at.max(*latest);
+        }
+        // The fleet's resets, when Redis holds another version than this host: those newer than
+        // it knows of are taken from the segment at the end of the sync.
+        if let Value::Array(resets) = resets {
+            if let [version, Value::BulkString(blob)] = &resets[..] {
+                let state = self.shards.entry(shard).or_default();
+                state.resets_known = int(version);
+                let (resets, skipped) = packed::unpack_resets(blob).unwrap_or((Vec::new(), 1));
+                if skipped > 0 {
+                    report.bad_rows.push((fleet::shard_key(&self.config.fleet, shard), skipped));
+                }
+                for (service, at) in resets {
+                    // A reset dated past Redis's time and the bound is no host's.
+                    if fleet::shard_of(&service) != shard || at / 1000 > self.redis_time + CLOCK_BOUND_S {
+                        continue;
+                    }
+                    let latest = self.fleet_resets.entry(service.clone()).or_default();
+                    if at > *latest {
+                        *latest = at;
+                        self.resets_read.push((service, at));
+                    }
+                }
+            }
         }
         for service in dirty {
             self.rings_written.remove(&service);
@@ -611,13 +712,54 @@ impl Syncer {
         }
     }
 
+    /// The second on this host's clock of a reset at `at` (milliseconds) on Redis's: the
+    /// buckets that start at or before it are taken.
+    fn reset_through(&self, at: u64) -> u64 {
+        u64::try_from((at as i64 + self.clock_ahead_ms).div_euclid(1000)).unwrap_or(0)
+    }
+
+    /// Takes from the segment what this host counted before each reset of another host read in
+    /// this sync (see `Store::clear_through`), on this host's clock, and forgets the resets no
+    /// bucket before them is read any more.
+    fn take_resets(&mut self, store: &Store<'_>, readers: &BTreeMap<u64, u64>, now: u64, report: &mut Report) {
+        for (service, at) in std::mem::take(&mut self.resets_read) {
+            let through = self.reset_through(at);
+            let [last_failure, status] = &self.config.state_suffixes;
+            let counters = self.config.suffixes.iter().chain([last_failure]);
+            let keys = counters.map(|suffix| (TableKind::Counters, suffix)).chain([(TableKind::Statuses, status)]);
+            let mut took = false;
+            for (kind, suffix) in keys {
+                let key = [&service[..], suffix].concat();
+                match store.clear_through(kind, &key, through, now) {
+                    Ok(taken) => took |= taken,
+                    Err(error) => report.refused.push((key, format!("{:?}", error.error))),
+                }
+            }
+            if took {
+                report.resets_taken.push(service.clone());
+            }
+            self.rings_written.remove(&service);
+        }
+        // Kept as long as this host reads a bucket, of any duration, that started before it.
+        let redis_now = self.redis_time;
+        let longest = readers.keys().map(|&duration| read_for(readers, duration)).max().unwrap_or(0);
+        let longest = longest.max(read_for(&BTreeMap::new(), 1));
+        self.fleet_resets.retain(|_, at| (*at / 1000).saturating_add(longest) >= redis_now);
+    }
+
     /// The other hosts' counts into the fleet rings of the services this host counts.
     fn write_rings(&mut self, store: &Store<'_>, observed: &Observed, now: u64, report: &mut Report) {
         for (service, counters) in &observed.windows {
             let window = counters[0].1;
             let next = window.bucket_at(now) + 1;
             let shard = self.shards.get(&fleet::shard_of(service));
+            // The buckets up to the fleet's latest reset of the service read as 0: their sums
+            // hold what was counted before it.
+            let reset_through = self.fleet_resets.get(service).map(|&at| self.reset_through(at));
             let sum_of = |bucket: Bucket, counter: usize| -> u64 {
+                if reset_through.is_some_and(|through| bucket.start <= through) {
+                    return 0;
+                }
                 let Some(state) = shard.and_then(|shard| shard.buckets.get(&bucket)) else { return 0 };
                 let sum = state.sums.get(service).map_or(0, |counts| counts[counter]);
                 let own = state.own.get(service).map_or(0, |counts| counts[counter]);
@@ -668,6 +810,7 @@ impl Syncer {
 struct Sent {
     updates: Vec<(Bucket, Rows)>,
     resets: Vec<(Vec<u8>, u8)>,
+    reset_times: BTreeMap<Vec<u8>, u64>,
 }
 
 /// How long after its start a bucket of `duration` is read: by this host's windows of that
@@ -721,6 +864,10 @@ fn pairs(value: &Value) -> Vec<(Vec<u8>, Vec<u8>)> {
             _ => None,
         })
         .collect()
+}
+
+fn unix_now_ms() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |elapsed| elapsed.as_millis() as u64)
 }
 
 fn unix_now() -> u64 {

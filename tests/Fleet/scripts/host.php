@@ -9,6 +9,7 @@
  *   {"op":"available","service":S}   isAvailable(), and how long it took
  *   {"op":"trial","service":S,"ok":B}  isAvailable(), then success() or failure() if admitted
  *   {"op":"reset","service":S}  the adapter's resetService()
+ *   {"op":"reset_all"}  the adapter's reset()
  *   {"op":"snapshot"}  the adapter's snapshot(), ganesha_shm_info() and hrtime in ms
  *   {"op":"sockets"}   the sockets this process has open
  * Argument: the Ganesha settings as JSON (timeWindow, failureRateThreshold, minimumRequests,
@@ -75,6 +76,11 @@ while (($line = fgets(STDIN)) !== false) {
         })(),
         'reset' => (function () use ($adapter, $service): array {
             $adapter->resetService($service);
+
+            return ['reset' => true];
+        })(),
+        'reset_all' => (function () use ($adapter): array {
+            $adapter->reset();
 
             return ['reset' => true];
         })(),
