@@ -159,12 +159,17 @@ row() {
         "$(awk -v u="$usec" -v h="$hosts" 'BEGIN { printf "%.0f", u / 1e6 * h * 100 }')"
 }
 
+# The head of the tables of rows.
+row_head() {
+    echo "| hosts | sync | sidecar CPU | Redis CPU (INFO cpu) | Redis CPU in the script | in the script, per service changed | bytes Redis sent | the fleet's Redis load at 1 s (in the script) |"
+    echo "|---|---|---|---|---|---|---|---|"
+}
+
 if ((storm_only == 0)); then
     echo "Fleet sidecar: one host's syncs, $services services counted by every host, events in 10 buckets (one redis-server, loopback)"
     echo "(Redis idle, sampled as below: $(awk -v r="$idle_rate" 'BEGIN { printf "%.2f", r * 1000 }') ms of CPU a second, taken off each sync's figure)"
     echo
-    echo "| hosts | sync | sidecar CPU | Redis CPU (INFO cpu) | Redis CPU in the script | in the script, per service changed | bytes Redis sent | the fleet's Redis load at 1 s (in the script) |"
-    echo "|---|---|---|---|---|---|---|---|"
+    row_head
     memory_rows=()
     for hosts in ${HOSTS:-2 10 30 100}; do
         cli flushall >/dev/null
@@ -457,8 +462,7 @@ fi
 echo
 echo "One host's first sync alone ($storm_hosts hosts, $services services)"
 echo
-echo "| hosts | sync | sidecar CPU | Redis CPU (INFO cpu) | Redis CPU in the script | bytes Redis sent | the fleet's Redis load at 1 s (in the script) |"
-echo "|---|---|---|---|---|---|---|"
+row_head
 cli flushall >/dev/null
 rm -f "$work/filled.segment"
 fill_at=$(date +%s)
