@@ -121,7 +121,7 @@ namespace Zeusi\GaneshaShmAdapter {
         public function reset(): void {}
 
         /**
-         * Deletes one service's counts, last failure time and status, and nothing else: its circuit admits requests at once.
+         * Deletes one service's counts, last failure time and status, and nothing else: its circuit admits requests at once (in fleet mode, on every host within two intervals).
          *
          * @throws \LogicException before setContext()
          */

@@ -67,4 +67,78 @@ final class FleetCircuitTest extends FleetTestCase
         }
         self::assertStringContainsString('another host reset ', $second->sidecar->logText(), 'said once in the log');
     }
+
+    /**
+     * The events counted right after a reset, in the very bucket it fell in (buckets of 10 s
+     * here), are counted on every host once every host has taken the reset: the host that made
+     * it counts on at once, the others from the sync that took it.
+     */
+    public function testEventsCountedRightAfterAResetInItsBucketCountEverywhere(): void
+    {
+        $hosts = $this->startHosts(3, ['timeWindow' => 600, 'failureRateThreshold' => 50, 'minimumRequests' => 6, 'intervalToHalfOpen' => 600]);
+        [$operator, $second, $third] = $hosts;
+        $service = self::service('bucket');
+        $this->assertFailuresSpreadOverTheFleetOpenEveryHost($hosts, $service);
+
+        $operator->ask(['op' => 'reset', 'service' => $service]);
+        $operator->record($service, 1, 2);
+        $this->waitForSyncs($hosts, $this->nowMs());
+        foreach ([$second, $third] as $host) {
+            self::assertTrue($host->available($service), "{$host->name} took the reset");
+            $host->record($service, 0, 1);
+        }
+        // Once every host has published its counts of the reset's bucket lowered, and a sync more.
+        $this->waitForSyncs($hosts, $this->nowMs(), 6);
+        foreach ($hosts as $host) {
+            self::assertSame(['failures' => 1, 'successes' => 4, 'rejections' => 0], self::fleetCounts($host, $service), "{$host->name}: every event since the reset");
+        }
+    }
+
+    /**
+     * A host whose sidecar is down when another host resets a service (killed, restarted after
+     * the reset, with nothing of it in memory) takes the reset when it is back, and its
+     * failures before it never reach another host's view meanwhile; then Redis loses
+     * everything, and the reset, published again with the counts, still holds.
+     */
+    public function testAResetReachesAHostWhoseSidecarWasDownAndOutlivesRedisLosingEverything(): void
+    {
+        $hosts = $this->startHosts();
+        [$operator, $second, $away] = $hosts;
+        $service = self::service('away');
+        $this->assertFailuresSpreadOverTheFleetOpenEveryHost($hosts, $service);
+        // The failures in buckets that ended before the reset, and the reset settled on the
+        // others (every live host took it) before the host away is back.
+        $failedBy = \time();
+        $this->waitUntil(fn () => \time() > $failedBy, 'the next second');
+
+        $away->sidecar->kill();
+        $operator->ask(['op' => 'reset', 'service' => $service]);
+        $this->waitForSyncs([$operator, $second], $this->nowMs(), 6);
+        $away->sidecar->run();
+        $back = $this->nowMs();
+        $views = 0;
+        $this->waitUntil(function () use ($hosts, $service, &$views): bool {
+            foreach ([$hosts[0], $hosts[1]] as $host) {
+                self::assertSame(0, self::fleetCounts($host, $service)['failures'] ?? 0, "{$host->name}: no failure of before the reset, ever");
+                ++$views;
+            }
+
+            return ($hosts[2]->syncedAtMs() ?? 0) > 0 && (self::own($hosts[2], $service)['failures'] ?? 0) === 0;
+        }, "{$away->name} takes the reset once its sidecar is back");
+        $this->waitForSyncs($hosts, $this->nowMs(), 3);
+        foreach ($hosts as $host) {
+            self::assertTrue($host->available($service), "{$host->name}, its sidecar back");
+            self::assertSame(0, self::fleetCounts($host, $service)['failures'], $host->name);
+        }
+        self::report("{$away->name}'s sidecar back after a reset: taken " . ($this->nowMs() - $back) . " ms after, {$views} views of the others with none of its failures");
+
+        $this->redis->cli(['FLUSHALL']);
+        $this->waitUntil(fn () => $this->redis->cli(['EXISTS', $this->shardKey($service)])['stdout'] === "1\n", 'the shard published again');
+        $this->waitForSyncs($hosts, $this->nowMs(), 3);
+        self::assertNotSame('', \trim($this->redis->cli(['HGET', $this->shardKey($service), 'z'])['stdout']), 'the reset published again with the counts');
+        foreach ($hosts as $host) {
+            self::assertTrue($host->available($service), "{$host->name}, after the FLUSHALL");
+            self::assertSame(0, self::fleetCounts($host, $service)['failures'], "{$host->name}, after the FLUSHALL");
+        }
+    }
 }

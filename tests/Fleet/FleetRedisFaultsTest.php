@@ -594,9 +594,10 @@ final class FleetRedisFaultsTest extends FleetTestCase
     }
 
     /**
-     * Waits for the first bucket of $seconds after the one a reset just made fell in: the hosts
-     * that did not make a reset take the whole bucket it fell in (docs/fleet.md, "A reset
-     * reaches the fleet"), so that events counted to be seen everywhere come after it.
+     * Waits for the first bucket of $seconds after the one a reset just made fell in: the bucket
+     * a reset fell in is left out of every view until every host has taken the reset
+     * (docs/fleet.md, "A reset reaches the fleet"), so that events counted to be seen everywhere
+     * two intervals later come after it.
      */
     private function awaitBucketAfterReset(int $seconds): void
     {

@@ -23,7 +23,8 @@
 --   z                  the fleet's resets: a packed flat list `service, time`, the time (unix
 --                      milliseconds, Redis's clock) of the latest reset of each service some host
 --                      made, kept while a bucket that started before it is read: every host takes
---                      what it counted of the service before that time, and reads no sum of it;
+--                      what it counted of the service before that time, and reads no sum of the
+--                      buckets before it;
 --   zv                 the version of z, moved by every call that changes it.
 --
 -- Every check is made and every value computed before the writes: an HDEL of the buckets no

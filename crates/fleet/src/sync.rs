@@ -22,8 +22,10 @@
 //! the segment (`Segment::fleet_reset_at`), and the call says the time, on Redis's clock; Redis
 //! keeps the latest of each service, and every host that reads a reset newer than it knows takes
 //! what it counted of the service before it (`Store::clear_through`: counts, last failure time,
-//! status) and, while it is read, no sum of the buckets before it. A marker, not counts set to
-//! 0: applied again, or late, or by a host that joins later, it takes nothing counted since.
+//! status), publishes its counts lowered, and reads no sum of the buckets that ended before it
+//! (nor, until every host has lowered its counts, of the bucket it fell in). A marker, not
+//! counts set to 0: applied again, or late, or by a host that joins later, it takes nothing
+//! counted since.
 //!
 //! A host keeps the fleet's counts only for the services it counts itself (with events of its
 //! own in the buckets its window may still read): the fleet's data never takes a slot for a
@@ -162,6 +164,15 @@ struct Observed {
     windows: BTreeMap<Vec<u8>, Vec<(u8, FleetWindow)>>,
 }
 
+/// A reset of the fleet, as a host knows it.
+#[derive(Debug, Clone, Copy, Default)]
+struct FleetReset {
+    /// When it was made: unix milliseconds, Redis's clock.
+    at: u64,
+    /// When this host learned of it: unix milliseconds, its clock.
+    learned_ms: u64,
+}
+
 /// What the sidecar keeps between syncs.
 pub struct Syncer {
     config: Config,
@@ -171,11 +182,12 @@ pub struct Syncer {
     /// Each counter's resets as last seen (by key).
     resets_seen: HashMap<Vec<u8>, u16>,
     /// Services whose counters were reset here and not yet said so: a mask of the counters, as
-    /// the script takes it, and when (unix milliseconds, Redis's clock).
-    pending_resets: HashMap<Vec<u8>, (u8, u64)>,
-    /// The fleet's latest reset of each service this host knows of (unix milliseconds, Redis's clock),
-    /// its own included, while a bucket before it may be read.
-    fleet_resets: HashMap<Vec<u8>, u64>,
+    /// the script takes it, and, for a reset made here (not one of the fleet's taken), when (unix
+    /// milliseconds, Redis's clock).
+    pending_resets: HashMap<Vec<u8>, (u8, Option<u64>)>,
+    /// The fleet's latest reset of each service this host knows of, its own included, while a
+    /// bucket before it may be read.
+    fleet_resets: HashMap<Vec<u8>, FleetReset>,
     /// Resets of other hosts read in this sync, to take from the segment.
     resets_read: Vec<(Vec<u8>, u64)>,
     /// The unix time of the last sync, in milliseconds: a reset the segment dates before it was
@@ -284,7 +296,7 @@ impl Syncer {
             if self.resets_seen.get(key).is_some_and(|&seen| seen != count) {
                 if let Some((service, counter)) = fleet::counter_of(key, &self.config.suffixes) {
                     let (mask, at) = self.pending_resets.entry(service.to_vec()).or_default();
-                    (*mask, *at) = (*mask | 1 << counter, reset_at.max(*at));
+                    (*mask, *at) = (*mask | 1 << counter, Some(reset_at.max(at.unwrap_or(0))));
                 }
             }
         }
@@ -403,8 +415,9 @@ impl Syncer {
         // The resets this host shares: those it made; with full, every one it knows of, so that
         // they come back with the counts when Redis lost them.
         let mut reset_times: BTreeMap<Vec<u8>, u64> = BTreeMap::new();
-        let known = self.fleet_resets.iter().filter(|_| full).map(|(service, &at)| (service, at));
-        for (service, at) in known.chain(self.pending_resets.iter().map(|(service, &(_, at))| (service, at))) {
+        let known = self.fleet_resets.iter().filter(|_| full).map(|(service, reset)| (service, reset.at));
+        let made = self.pending_resets.iter().filter_map(|(service, &(_, at))| Some((service, at?)));
+        for (service, at) in known.chain(made) {
             if fleet::shard_of(service) == shard {
                 let latest = reset_times.entry(service.clone()).or_default();
                 *latest = at.max(*latest);
@@ -658,8 +671,7 @@ impl Syncer {
             self.pending_resets.remove(service);
         }
         for (service, &at) in &sent.reset_times {
-            let latest = self.fleet_resets.entry(service.clone()).or_default();
-            *latest = at.max(*latest);
+            self.learn_reset(service, at);
         }
         // The fleet's resets, when Redis holds another version than this host: those newer than
         // it knows of are taken from the segment at the end of the sync.
@@ -676,9 +688,7 @@ impl Syncer {
                     if fleet::shard_of(&service) != shard || at / 1000 > self.redis_time + CLOCK_BOUND_S {
                         continue;
                     }
-                    let latest = self.fleet_resets.entry(service.clone()).or_default();
-                    if at > *latest {
-                        *latest = at;
+                    if self.learn_reset(&service, at) {
                         self.resets_read.push((service, at));
                     }
                 }
@@ -712,6 +722,24 @@ impl Syncer {
         }
     }
 
+    /// Notes the fleet's reset of `service` at `at`; whether it is newer than any this host knew.
+    fn learn_reset(&mut self, service: &[u8], at: u64) -> bool {
+        let known = self.fleet_resets.entry(service.to_vec()).or_default();
+        let newer = at > known.at;
+        if newer {
+            *known = FleetReset { at, learned_ms: unix_now_ms() };
+        }
+        newer
+    }
+
+    /// How long after a host learned of a reset it still leaves out the fleet's sums of the
+    /// bucket the reset fell in: until every live host has taken the reset and said so (it learns
+    /// of it at its next sync, and publishes its counts of that bucket lowered at the one after),
+    /// so that those sums then hold only what was counted after the reset.
+    fn settling_ms(&self) -> u64 {
+        4 * self.config.interval.as_millis() as u64
+    }
+
     /// The second on this host's clock of a reset at `at` (milliseconds) on Redis's: the
     /// buckets that start at or before it are taken.
     fn reset_through(&self, at: u64) -> u64 {
@@ -738,13 +766,16 @@ impl Syncer {
             if took {
                 report.resets_taken.push(service.clone());
             }
+            // What this host published of the service is set to what it holds now, lower, at the
+            // next sync, as after a reset of its own (with no reset of its own to share).
+            self.pending_resets.entry(service.clone()).or_default().0 |= 0b111;
             self.rings_written.remove(&service);
         }
         // Kept as long as this host reads a bucket, of any duration, that started before it.
         let redis_now = self.redis_time;
         let longest = readers.keys().map(|&duration| read_for(readers, duration)).max().unwrap_or(0);
         let longest = longest.max(read_for(&BTreeMap::new(), 1));
-        self.fleet_resets.retain(|_, at| (*at / 1000).saturating_add(longest) >= redis_now);
+        self.fleet_resets.retain(|_, reset| (reset.at / 1000).saturating_add(longest) >= redis_now);
     }
 
     /// The other hosts' counts into the fleet rings of the services this host counts.
@@ -753,29 +784,39 @@ impl Syncer {
             let window = counters[0].1;
             let next = window.bucket_at(now) + 1;
             let shard = self.shards.get(&fleet::shard_of(service));
-            // The buckets up to the fleet's latest reset of the service read as 0: their sums
-            // hold what was counted before it.
-            let reset_through = self.fleet_resets.get(service).map(|&at| self.reset_through(at));
+            // The buckets that ended before the fleet's latest reset of the service read as 0:
+            // their sums hold what was counted before it, by hosts that have not taken it yet (their
+            // sidecar down) too. The bucket it fell in reads as 0 until every live host has taken
+            // it ([`Syncer::settling_ms`]); then its sums are what was counted after it.
+            let now_ms = unix_now_ms();
+            let reset = self.fleet_resets.get(service).map(|reset| {
+                let settled_ms = reset.learned_ms + self.settling_ms();
+                (self.reset_through(reset.at), now_ms < settled_ms, now_ms < settled_ms + self.settling_ms())
+            });
             let sum_of = |bucket: Bucket, counter: usize| -> u64 {
-                if reset_through.is_some_and(|through| bucket.start <= through) {
-                    return 0;
+                if let Some((through, settling, _)) = reset {
+                    if bucket.start + bucket.duration <= through || (settling && bucket.start <= through) {
+                        return 0;
+                    }
                 }
                 let Some(state) = shard.and_then(|shard| shard.buckets.get(&bucket)) else { return 0 };
                 let sum = state.sums.get(service).map_or(0, |counts| counts[counter]);
                 let own = state.own.get(service).map_or(0, |counts| counts[counter]);
                 sum.saturating_sub(own)
             };
-            let unchanged = self.rings_written.get(service).is_some_and(|&written| {
-                // The range moved on (not back, nor past the whole ring: a clock that stepped), and
-                // the buckets it moved to hold no sum: they read as 0 as they are.
-                written <= next
-                    && next - written <= store.ring_len() as u64
-                    && (written + 1..=next).all(|number| {
-                        let bucket =
-                            Bucket { duration: window.bucket_duration, start: number * window.bucket_duration };
-                        (0..3).all(|counter| sum_of(bucket, counter) == 0)
-                    })
-            });
+            // Around the end of a reset's settling, a bucket it hid comes back: written again.
+            let unchanged = !reset.is_some_and(|(_, _, recent)| recent)
+                && self.rings_written.get(service).is_some_and(|&written| {
+                    // The range moved on (not back, nor past the whole ring: a clock that stepped), and
+                    // the buckets it moved to hold no sum: they read as 0 as they are.
+                    written <= next
+                        && next - written <= store.ring_len() as u64
+                        && (written + 1..=next).all(|number| {
+                            let bucket =
+                                Bucket { duration: window.bucket_duration, start: number * window.bucket_duration };
+                            (0..3).all(|counter| sum_of(bucket, counter) == 0)
+                        })
+                });
             self.rings_written.insert(service.clone(), next);
             if unchanged {
                 continue;
