@@ -556,7 +556,7 @@ impl AbstractSlidingTimeWindowShm {
     /// it: NOT a read-only call. When intervalToHalfOpen has passed since the stored time, the
     /// first caller swaps the current time in and gets the old one, so that Ganesha admits
     /// exactly that caller as the half-open trial; every other caller gets the new time and is
-    /// rejected.
+    /// rejected. In fleet mode the fleet has one trial: see `Store::claim_fleet_trial`.
     pub(crate) fn load_last_failure_time_at(
         &self,
         service: &[u8],
@@ -564,7 +564,13 @@ impl AbstractSlidingTimeWindowShm {
         now: u64,
     ) -> Result<Option<i64>, Refusal> {
         let store = process::store()?;
-        Ok(store.claim_trial(service, now, configured.interval_to_half_open, configured.last_failure_ttl())?)
+        let (interval, ttl) = (configured.interval_to_half_open, configured.last_failure_ttl());
+        // In fleet mode with the fleet's view fresh, one trial for the whole fleet; else one
+        // for this host, as without fleet mode.
+        if matches!(configured.strategy, Strategy::FleetRate(..)) && process::fleet_is_fresh() {
+            return Ok(store.claim_fleet_trial(service, now, interval, ttl)?);
+        }
+        Ok(store.claim_trial(service, now, interval, ttl)?)
     }
 
     /// `saveLastFailureTime()`.

@@ -141,4 +141,117 @@ final class FleetCircuitTest extends FleetTestCase
             self::assertSame(0, self::fleetCounts($host, $service)['failures'], "{$host->name}, after the FLUSHALL");
         }
     }
+
+    /**
+     * Five tripped hosts asking every 50 ms, the dependency still failing: one request of the
+     * whole fleet goes through per intervalToHalfOpen (Ganesha's: more than that many whole
+     * seconds after the last failure, a trial's failure included), not one per host. Once the
+     * dependency heals, the trials succeed and the whole fleet closes.
+     */
+    public function testTheFleetSendsOneTrialPerIntervalAndClosesOnceHealed(): void
+    {
+        $interval = 2;
+        $hosts = $this->startHosts(5, ['timeWindow' => 12, 'failureRateThreshold' => 50, 'minimumRequests' => 6, 'intervalToHalfOpen' => $interval]);
+        $service = self::service('trial');
+        $this->tripEveryHost($hosts, $service);
+
+        $trials = $this->askForTrials($hosts, $service, \microtime(true) + 3 * ($interval + 1) + 1.5, false);
+        $times = \array_column($trials, 1);
+        self::assertGreaterThanOrEqual(3, \count($trials), 'a trial in each of 3 intervals: ' . \json_encode($trials));
+        for ($i = 1; $i < \count($times); ++$i) {
+            $gap = $times[$i] - $times[$i - 1];
+            self::assertGreaterThan($interval - 0.1, $gap, "one trial per interval for the fleet, not one per host: " . \json_encode($trials));
+            self::assertLessThan($interval + 2.5, $gap, 'no interval without a trial: ' . \json_encode($trials));
+        }
+        self::report(\sprintf('%d trials of 5 hosts asking every 50 ms over %.1f s (intervalToHalfOpen %d s), by %s', \count($trials), \end($times) - $times[0], $interval, \implode(', ', \array_column($trials, 0))));
+
+        // Healed: the next trials succeed, and once the failures leave the window every host
+        // closes.
+        $this->waitUntil(function () use ($hosts, $service): bool {
+            $this->askForTrials($hosts, $service, \microtime(true) + 0.2, true);
+            foreach ($hosts as $host) {
+                if (($host->snapshot()['snapshot'][$service]['state'] ?? 'closed') !== 'closed') {
+                    return false;
+                }
+            }
+
+            return true;
+        }, 'every host closes once healed', 30.0);
+        foreach ($hosts as $host) {
+            self::assertTrue($host->available($service), $host->name);
+        }
+    }
+
+    /**
+     * The host that holds the fleet's next trial (the one host that asked) goes quiet: its
+     * sidecar stopped, its PHP idle. Its lease ends half an interval after the trial is due, and
+     * another host that asks takes the trial: within an interval of its due time, and one for
+     * the fleet.
+     */
+    public function testAnotherHostTakesTheTrialOfAHolderThatWentQuiet(): void
+    {
+        $interval = 4;
+        $hosts = $this->startHosts(5, ['timeWindow' => 60, 'failureRateThreshold' => 50, 'minimumRequests' => 6, 'intervalToHalfOpen' => $interval]);
+        $service = self::service('holder');
+        $failedAt = $this->tripEveryHost($hosts, $service, false);
+        [$holder] = $hosts;
+        self::assertFalse($holder->available($service), 'tripped');
+        $this->waitForSyncs($hosts, $this->nowMs(), 3);
+        $holder->sidecar->signal(\SIGSTOP);
+        try {
+            $others = \array_slice($hosts, 1);
+            $trials = $this->askForTrials($others, $service, $failedAt + 2 * $interval + 1.5, false);
+        } finally {
+            $holder->sidecar->signal(\SIGCONT);
+        }
+        self::assertCount(1, $trials, 'one trial for the fleet: ' . \json_encode($trials));
+        [[$taker, $at]] = $trials;
+        self::assertGreaterThanOrEqual($failedAt + $interval, $at, 'not before it is due');
+        self::assertLessThanOrEqual($failedAt + 2 * $interval + 1, $at, 'within an interval of its due time');
+        self::report(\sprintf('the holder quiet: %s took the trial %.1f s after the last failure (intervalToHalfOpen %d s)', $taker, $at - $failedAt, $interval));
+    }
+
+    /**
+     * 2 failures on each host, which trip every host through the fleet's counts; the second of
+     * the last failure. With $asking, each host asks (isAvailable()) and is rejected; without,
+     * no host asks: the snapshot tells.
+     *
+     * @param list<\Zeusi\GaneshaShmAdapter\Tests\Support\FleetHost> $hosts
+     */
+    private function tripEveryHost(array $hosts, string $service, bool $asking = true): int
+    {
+        foreach ($hosts as $host) {
+            $host->record($service, 2);
+        }
+        $failedAt = \time();
+        $this->waitForSyncs($hosts, $this->nowMs());
+        foreach ($hosts as $host) {
+            $tripped = $asking ? !$host->available($service) : $host->snapshot()['snapshot'][$service]['state'] === 'open';
+            self::assertTrue($tripped, "{$host->name} trips on the fleet's failures");
+        }
+
+        return $failedAt;
+    }
+
+    /**
+     * Every host asks for $service every 50 ms until $until (unix time), reporting a success or
+     * a failure ($ok) when admitted; the requests admitted: the host and when.
+     *
+     * @param list<\Zeusi\GaneshaShmAdapter\Tests\Support\FleetHost> $hosts
+     * @return list<array{0: string, 1: float}>
+     */
+    private function askForTrials(array $hosts, string $service, float $until, bool $ok): array
+    {
+        $trials = [];
+        while (($started = \microtime(true)) < $until) {
+            foreach ($hosts as $host) {
+                if ($host->ask(['op' => 'trial', 'service' => $service, 'ok' => $ok])['admitted']) {
+                    $trials[] = [$host->name, \microtime(true)];
+                }
+            }
+            \usleep(\max(0, (int) (($started + 0.05 - \microtime(true)) * 1e6)));
+        }
+
+        return $trials;
+    }
 }

@@ -35,22 +35,37 @@ final class FleetTest extends FleetTestCase
         self::assertTrue($third->available($service));
     }
 
-    public function testEachHostSendsItsOwnTrialAndClosesOnceTheFailuresAreGone(): void
+    /**
+     * With the fleet's view stale (every sidecar stopped), each host decides alone, trials
+     * included: each sends its own trial, as a host without fleet mode does (with the view
+     * fresh, the fleet sends one: FleetCircuitTest).
+     */
+    public function testEachHostSendsItsOwnTrialWhileTheFleetViewIsStaleAndClosesOnceTheFailuresAreGone(): void
     {
         $hosts = $this->startHosts(3, ['timeWindow' => 6, 'failureRateThreshold' => 50, 'minimumRequests' => 6, 'intervalToHalfOpen' => 1]);
         $service = self::service('recover');
         foreach ($hosts as $host) {
-            $host->record($service, 2);
+            $host->record($service, 6);
         }
+        $failedAt = \time();
         $this->waitForSyncs($hosts, $this->nowMs());
         foreach ($hosts as $host) {
             self::assertFalse($host->available($service), $host->name);
+            $host->sidecar->signal(\SIGSTOP);
         }
-        // After intervalToHalfOpen, each host admits one trial of its own; it succeeds.
-        \sleep(2);
-        foreach ($hosts as $host) {
-            self::assertTrue($host->ask(['op' => 'trial', 'service' => $service, 'ok' => true])['admitted'], "{$host->name}'s trial");
-            self::assertFalse($host->available($service), "{$host->name}: one trial, the next request is rejected");
+        try {
+            foreach ($hosts as $host) {
+                $this->waitUntil(fn () => $host->syncedAtMs() === null, "{$host->name}'s fleet view stale");
+            }
+            $this->waitUntil(fn () => \time() > $failedAt + 2, 'intervalToHalfOpen after the last failure');
+            foreach ($hosts as $host) {
+                self::assertTrue($host->ask(['op' => 'trial', 'service' => $service, 'ok' => true])['admitted'], "{$host->name}'s trial");
+                self::assertFalse($host->available($service), "{$host->name}: one trial, the next request is rejected");
+            }
+        } finally {
+            foreach ($hosts as $host) {
+                $host->sidecar->signal(\SIGCONT);
+            }
         }
         // Once the failures have left the 6 s window, on every host and in the fleet's counts.
         // (Read-only: an isAvailable() would be admitted as the next trial, closed or not.)

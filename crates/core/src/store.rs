@@ -31,6 +31,9 @@ const INCREMENTS: usize = 3;
 const TRIALS: usize = 4;
 /// First payload word of a counter slot's ring.
 const RING: usize = 5;
+/// Fleet mode: the payload word of a last failure time's slot holding the fleet's trial (see
+/// [`trial_word`]): the Count strategy's counter, which fleet mode's Rate strategy leaves unused.
+const FLEET_TRIAL: usize = COUNT;
 /// Payload words of a status slot.
 const STATUS_VALUE: usize = 0;
 const STATUS_EXPIRY: usize = 1;
@@ -730,6 +733,25 @@ impl<'a> Store<'a> {
     /// gets a time no older than `now + 1 - interval`, so that Ganesha, whose `time()` may have
     /// moved to the next second since `now` was read, does not admit it either.
     pub fn claim_trial(&self, key: &[u8], now: u64, interval: u64, ttl: u64) -> Result<Option<i64>, StoreError> {
+        self.claim_trial_of(key, now, interval, ttl, false)
+    }
+
+    /// [`Store::claim_trial`] in fleet mode with the fleet's view fresh: the trial is due an
+    /// interval after the fleet's last failure too, and it is this host's only while the sidecar's
+    /// grant of it, for that failure, is valid ([`Store::write_fleet_trial`]). A slot the sidecar
+    /// wrote no trial into is claimed as on a host alone.
+    pub fn claim_fleet_trial(&self, key: &[u8], now: u64, interval: u64, ttl: u64) -> Result<Option<i64>, StoreError> {
+        self.claim_trial_of(key, now, interval, ttl, true)
+    }
+
+    fn claim_trial_of(
+        &self,
+        key: &[u8],
+        now: u64,
+        interval: u64,
+        ttl: u64,
+        fleet: bool,
+    ) -> Result<Option<i64>, StoreError> {
         let [value_at, expiry_at] = [LAST_FAILURE_VALUE, LAST_FAILURE_EXPIRY];
         let now_value = now.min(timed::MAX_VALUE as u64) as i64;
         let latest_refused = now_value.saturating_add(1).saturating_sub(interval.min(i64::MAX as u64) as i64);
@@ -742,9 +764,18 @@ impl<'a> Store<'a> {
                 Timed::Absent => return Ok(None),
                 Timed::Alive { word, value } => (word, value),
             };
-            if now_value.saturating_sub(last_failure) <= interval.min(i64::MAX as u64) as i64 {
+            let fleet_trial = if fleet && self.has_fleet() { fleet_trial_of(&entry) } else { None };
+            // The fleet's last failure counts as this host's: the trial is due an interval after
+            // the later of both.
+            let since = fleet_trial.map_or(last_failure, |trial| trial.since(last_failure));
+            if now_value.saturating_sub(since) <= interval.min(i64::MAX as u64) as i64 {
                 // No trial due: a read, which neither writes nor extends the slot.
-                return Ok(Some(last_failure.max(latest_refused)));
+                return Ok(Some(since.max(latest_refused)));
+            }
+            // Due, and the fleet's trial is another host's (or nobody's yet): refused, as when
+            // none is due.
+            if fleet_trial.is_some_and(|trial| !trial.granted_for(since, now)) {
+                return Ok(Some(latest_refused));
             }
             // The claim is a write: the slot must then be kept as long as a saved time.
             let Some(entry) = self.counters.keep_entry(entry, now, now.saturating_add(ttl)) else {
@@ -766,10 +797,26 @@ impl<'a> Store<'a> {
                 // The trial restarts the interval: keep the time as long as a saved one.
                 replace_word(&payload[expiry_at], &entry, timed::encode_expiry(generation, now.saturating_add(ttl)));
                 add_one(&payload[TRIALS], &entry);
-                return Ok(Some(last_failure));
+                return Ok(Some(since));
             }
         }
         Err(StoreError { table: TableKind::Counters, error: TableError::Contended })
+    }
+
+    /// Fleet mode: writes the fleet's last failure of `key` (unix seconds, this host's clock),
+    /// and this host's grant of the trial due after it, valid through `granted_until`, or none:
+    /// one word, so that a reader sees both as one sidecar wrote them. Nothing for a key with no
+    /// slot.
+    pub fn write_fleet_trial(&self, key: &[u8], failure: u64, granted_until: Option<u64>) -> Result<(), StoreError> {
+        if !self.has_fleet() {
+            return Ok(());
+        }
+        let Some(entry) = self.find(TableKind::Counters, key)? else { return Ok(()) };
+        let next = trial_word::word(generation_byte(entry.generation()), failure, granted_until.unwrap_or(0));
+        update_word(&entry.payload()[FLEET_TRIAL], &entry, |current| {
+            (CountWord(current).generation() == generation_byte(entry.generation()) && current != next).then_some(next)
+        });
+        Ok(())
     }
 
     /// Saves the status of `key`, kept for [`STATUS_TTL`]. A save of [`STATUS_TRIPPED`] over
@@ -975,6 +1022,62 @@ fn note_window(entry: &Entry<'_>, at: usize, window: FleetWindow) {
         let next = window.word(generation, resets);
         (BucketWord(word).generation() == generation && word != next).then_some(next)
     });
+}
+
+/// The fleet's trial of a service, as the sidecar wrote it in the slot.
+#[derive(Debug, Clone, Copy)]
+struct FleetTrial {
+    /// The fleet's last failure (unix seconds).
+    failure: i64,
+    /// Through which second this host holds the trial due after that failure, if it does.
+    granted_until: Option<u64>,
+}
+
+impl FleetTrial {
+    /// The failure a trial is due an interval after, this host's last being `last_failure`.
+    fn since(self, last_failure: i64) -> i64 {
+        last_failure.max(self.failure)
+    }
+
+    /// Whether this host holds the trial due after a failure at `since` at `now`: the grant is
+    /// of the fleet's last failure, and no later failure of this host's came since.
+    fn granted_for(self, since: i64, now: u64) -> bool {
+        self.granted_until.is_some_and(|until| self.failure >= since && now <= until)
+    }
+}
+
+/// The fleet's trial in `entry`, a last failure time's slot; `None` while the sidecar wrote none.
+fn fleet_trial_of(entry: &Entry<'_>) -> Option<FleetTrial> {
+    // Acquire: pairs with the sidecar's Release (`update_word`); the word stands alone.
+    let word = entry.payload()[FLEET_TRIAL].load(Ordering::Acquire);
+    let (failure, granted_until) = trial_word::read(word, generation_byte(entry.generation()))?;
+    Some(FleetTrial { failure: failure as i64, granted_until })
+}
+
+/// The word of the fleet's trial: `[generation 8 | written 1 | span 23 | failure 32]`, the
+/// fleet's last failure (unix seconds) and, when this host holds the trial due after it, through
+/// how many seconds after the failure (0: it does not). The empty word of a claim never has the
+/// written bit (a [`CountWord`]'s is 0).
+mod trial_word {
+    const WRITTEN: u64 = 1 << 55;
+    const SECONDS: u64 = u32::MAX as u64;
+    /// The most seconds after its failure a grant holds: 97 days.
+    const SPAN: u64 = (1 << 23) - 1;
+
+    pub fn word(generation: u8, failure: u64, granted_until: u64) -> u64 {
+        let failure = failure.min(SECONDS);
+        let span = granted_until.saturating_sub(failure).min(SPAN);
+        u64::from(generation) << 56 | WRITTEN | span << 32 | failure
+    }
+
+    /// `(failure, granted until)`, when `word` was written under the claim of `generation`.
+    pub fn read(word: u64, generation: u8) -> Option<(u64, Option<u64>)> {
+        if (word >> 56) as u8 != generation || word & WRITTEN == 0 {
+            return None;
+        }
+        let (failure, span) = (word & SECONDS, word >> 32 & SPAN);
+        Some((failure, (span > 0).then_some(failure + span)))
+    }
 }
 
 /// What a clear leaves in a counter's window word `word` of the claim of `generation`: a window
@@ -1204,6 +1307,41 @@ mod tests {
         store.save_status(b"s", STATUS_TRIPPED, now).unwrap();
         assert!(!store.clear_through(TableKind::Statuses, b"s", now - 5, now).unwrap());
         assert!(!store.clear_through(TableKind::Counters, b"absent", now, now).unwrap());
+    }
+
+    #[test]
+    fn the_fleets_trial_goes_to_the_host_the_sidecar_granted_it_to() {
+        let segment = fleet_segment(4);
+        let store = Store::new(&segment);
+        let (t0, interval, ttl) = (1_000_000, 5, 600);
+        store.save_last_failure_time(b"f", t0 as i64, ttl, t0).unwrap();
+        // No trial written by the sidecar: as a host alone.
+        assert_eq!(store.claim_fleet_trial(b"f", t0 + 6, interval, ttl).unwrap(), Some(t0 as i64));
+        store.save_last_failure_time(b"f", t0 as i64, ttl, t0).unwrap();
+
+        // The fleet failed later than this host: due an interval after it; and then only with a grant.
+        store.write_fleet_trial(b"f", t0 + 3, None).unwrap();
+        let refused = |now: u64| Some(now as i64 + 1 - interval as i64);
+        assert_eq!(store.claim_fleet_trial(b"f", t0 + 6, interval, ttl).unwrap(), Some(t0 as i64 + 3), "not due");
+        assert_eq!(store.claim_fleet_trial(b"f", t0 + 9, interval, ttl).unwrap(), refused(t0 + 9), "another host's");
+        // The grant of an earlier failure of the fleet, or one that ended, is none.
+        store.write_fleet_trial(b"f", t0 + 3, Some(t0 + 8)).unwrap();
+        assert_eq!(store.claim_fleet_trial(b"f", t0 + 9, interval, ttl).unwrap(), refused(t0 + 9), "ended");
+        store.save_last_failure_time(b"f", t0 as i64 + 4, ttl, t0 + 4).unwrap();
+        store.write_fleet_trial(b"f", t0 + 3, Some(t0 + 20)).unwrap();
+        assert_eq!(
+            store.claim_fleet_trial(b"f", t0 + 10, interval, ttl).unwrap(),
+            refused(t0 + 10),
+            "a later failure here"
+        );
+        // Granted: claimed once, as on a host alone.
+        store.write_fleet_trial(b"f", t0 + 4, Some(t0 + 20)).unwrap();
+        assert_eq!(store.claim_fleet_trial(b"f", t0 + 10, interval, ttl).unwrap(), Some(t0 as i64 + 4));
+        assert_eq!(store.claim_fleet_trial(b"f", t0 + 10, interval, ttl).unwrap(), Some(t0 as i64 + 10), "claimed");
+        assert_eq!(store.totals(TableKind::Counters, b"f").unwrap().unwrap().others, 2, "two trials");
+        // A clear takes the fleet's trial with the rest.
+        store.clear(TableKind::Counters, b"f").unwrap();
+        assert!(fleet_trial_of(&store.find(TableKind::Counters, b"f").unwrap().unwrap()).is_none());
     }
 
     #[test]

@@ -25,7 +25,12 @@
 --                      made, kept while a bucket that started before it is read: every host takes
 --                      what it counted of the service before that time, and reads no sum of the
 --                      buckets before it;
---   zv                 the version of z, moved by every call that changes it.
+--   zv                 the version of z, moved by every call that changes it;
+--   t                  the fleet's half-open trials: a packed flat list `service, failure,
+--                      holder, lease`, the latest failure (unix milliseconds, Redis's clock) some
+--                      host whose circuit of the service is open sent, and the host that holds
+--                      the trial due an interval after it until `lease` ("" and 0: none), kept
+--                      as long as the resets.
 --
 -- Every check is made and every value computed before the writes: an HDEL of the buckets no
 -- window reads any more (right on its own), then an HSET of every field the call changes (in
@@ -38,7 +43,8 @@
 --
 -- KEYS[1]: the shard's hash.
 -- ARGV[1]: the request, packed: {host, sequence, born, version, full, readers, live, updates,
---   resets, bound, check, durations, recount, applied, newest, renew, reset_times, resets_known}:
+--   resets, bound, check, durations, recount, applied, newest, renew, reset_times, resets_known,
+--   trials}:
 --   host: this host's id; sequence: above every earlier call of this host (its segment keeps it);
 --   born, version: the shard's birth and version this host holds ("": it holds that there is no
 --     hash; version -1: none), also with full (a birth it holds, and a version the hash has not
@@ -60,8 +66,11 @@
 --     other hosts wrote since; renew: 1 (with full) to give the hash a new birth, as a host does
 --     that found out so; reset_times: `service, time` of the resets this host shares with the
 --     fleet (those it made, dated on Redis's clock; with full, every one it knows of), kept in z
---     as the latest of each service; resets_known: the version of z this host holds (-1: none).
--- Reply: {status, time, born, version, sequence, sums, own, figures, others, resets}:
+--     as the latest of each service; resets_known: the version of z this host holds (-1: none);
+--   trials: `service, failure, wants, lease` for each service whose circuit is open on this host:
+--     its last failure (Redis's clock, ms), 1 when it wants the trial (its circuit rejects
+--     requests), and for how long it holds the trial when it gets it (ms).
+-- Reply: {status, time, born, version, sequence, sums, own, figures, others, resets, trials}:
 --   status: "ok"; "stale" (the host's last sequence is not below this one); "reborn" (the hash
 --     is not the one the host holds: the host publishes all it holds, with full); "regressed"
 --     (the hash is older than the host read it, or lacks what it applied of the host: the host
@@ -78,7 +87,9 @@
 --     buckets sent that no window reads any more; recounted: sums found wrong and recounted
 --     from every host's counts; skipped: rows or fields that are not counts, left out};
 --   others: `duration, counts` of the newest bucket of each other duration not in `durations`;
---   resets: {version, z} when z is not at the version the host holds (or with full), else {}.
+--   resets: {version, z} when z is not at the version the host holds (or with full), else {};
+--   trials: `service, failure, lease` for each trial sent: the fleet's latest failure, and until
+--     when this host holds the trial (Redis's clock, ms; 0: it does not).
 
 local MAX_COUNT = 268435455
 -- A hash of ours holds at most this many buckets, a bucket's rows at most this many bytes, its
@@ -110,6 +121,7 @@ local readers_sent, live, updates, resets = request[6], request[7], request[8], 
 local bound, check, durations_known, recount = request[10], request[11] == 1, request[12], request[13]
 local applied, newest_sent, renew = request[14], request[15], request[16] == 1
 local reset_times, resets_known = request[17] or {}, request[18] or -1
+local trials = request[19] or {}
 
 local clock = redis.call('TIME')
 local now = tonumber(clock[1])
@@ -120,9 +132,12 @@ local figures = { 0, 0, 0, 0 }
 -- The fleet's resets the reply carries (see `resets_read`).
 local resets_out = {}
 
+-- The fleet's trials the reply carries (see `trials_out`).
+local trials_out = {}
+
 local function reply(status, born, version, stored, sums, own, others)
   return { status, now_ms, born or '', version or 0, stored or 0, sums or {}, own or {}, figures, others or {},
-    resets_out }
+    resets_out, trials_out }
 end
 
 -- Every right a call needs, before its first write: Redis keeps the writes of a script stopped
@@ -152,6 +167,11 @@ end
 -- string or a table included).
 local function is_count(count)
   return type(count) == 'number' and count >= 0 and count <= MAX_COUNT and count % 1 == 0
+end
+
+-- Whether `time` is a time or a span in milliseconds: a whole number from 0 to 2^52.
+local function is_time(time)
+  return type(time) == 'number' and time >= 0 and time < 2 ^ 52 and time % 1 == 0
 end
 
 -- A packed list of whole numbers, `stride` to a record (the index, the readers), or nil.
@@ -423,13 +443,79 @@ if not full and applied > stored_sequence then
   end
 end
 
+-- The fleet's half-open trials of the services whose circuit is open on this host: each host
+-- sends its own last failure of each; `t` keeps the latest of the fleet, and which host holds the
+-- trial due an interval after it, until when. A failure later by more than a second (times are
+-- whole seconds of different clocks) starts a new interval, whose trial is nobody's yet. A host
+-- that wants the trial (its circuit rejects requests) takes it when nobody holds it or the
+-- holder's lease ended, and its lease is renewed at each of its calls while it wants it.
+local trials_written
+if #trials > 0 and not created then
+  -- Kept as long as the resets: while a bucket that started before it may be read.
+  local longest = read_until(1, 0)
+  for duration in pairs(read_for) do
+    longest = math.max(longest, read_until(duration, 0))
+  end
+  local held = unpacked(redis.call('HGET', key, 't'), 4) or {}
+  local state, changed_trials = {}, false
+  for i = 1, #held, 4 do
+    local service, failure, holder, lease = held[i], held[i + 1], held[i + 2], held[i + 3]
+    if type(service) == 'string' and is_time(failure) and type(holder) == 'string'
+        and is_time(lease) and math.floor(failure / 1000) + longest >= now then
+      state[service] = { failure, holder, lease }
+    else
+      figures[SKIPPED], changed_trials = figures[SKIPPED] + 1, true
+    end
+  end
+  for i = 1, #trials, 4 do
+    local service, failure, wants, lease = trials[i], trials[i + 1], trials[i + 2], trials[i + 3]
+    if type(service) ~= 'string' or not (is_time(failure) and is_time(lease)) then
+      error('ganesha-shm: a trial names no service and times')
+    end
+    if failure > (now + bound) * 1000 then
+      figures[REJECTED], failure = figures[REJECTED] + 1, 0
+    end
+    local entry = state[service] or { 0, '', 0 }
+    if failure > entry[1] + 1000 then
+      entry, changed_trials = { failure, '', 0 }, true
+    end
+    if wants == 1 and entry[1] > 0 and (entry[2] == '' or entry[2] == host or entry[3] < now_ms) then
+      entry, changed_trials = { entry[1], host, now_ms + lease }, true
+    end
+    if entry[1] > 0 then
+      state[service] = entry
+      local k = #trials_out
+      trials_out[k + 1], trials_out[k + 2] = service, entry[1]
+      trials_out[k + 3] = (entry[2] == host and entry[3] >= now_ms) and entry[3] or 0
+    end
+  end
+  if changed_trials then
+    local list = {}
+    for service, entry in pairs(state) do
+      list[#list + 1] = { service, entry }
+    end
+    table.sort(list, function(a, b) return a[2][1] > b[2][1] or (a[2][1] == b[2][1] and a[1] < b[1]) end)
+    local flat = {}
+    for i = 1, math.min(#list, MAX_RESETS) do
+      local entry = list[i][2]
+      flat[4 * i - 3], flat[4 * i - 2], flat[4 * i - 1], flat[4 * i] = list[i][1], entry[1], entry[2], entry[3]
+    end
+    trials_written = cmsgpack.pack(flat)
+  end
+end
+
 -- A steady call, with nothing to send and nothing changed since the version it holds, reads
 -- nothing more (the buckets gone are deleted by the next call that writes, or with the hash).
 if not full and #updates == 0 and #recount == 0 and #reset_times == 0 and version == known_version then
   resets_read(false)
-  if readers_changed then
-    -- Only the readers' figures: refused when Redis is out of memory, and renewed next time.
+  -- Only the readers' figures and the trials: refused when Redis is out of memory, and renewed
+  -- next time.
+  if readers_changed and trials_written then
+    redis.pcall('HSET', key, 'r', cmsgpack.pack(readers), 't', trials_written)
+  elseif readers_changed then
     redis.pcall('HSET', key, 'r', cmsgpack.pack(readers))
+  elseif trials_written then
+    redis.pcall('HSET', key, 't', trials_written)
   end
   return reply('ok', born, version, stored_sequence)
 end
@@ -685,6 +771,9 @@ if #writes > 0 or #deletes > 0 then
 end
 if readers_changed then
   writes[#writes + 1], writes[#writes + 2] = 'r', cmsgpack.pack(readers)
+end
+if trials_written then
+  writes[#writes + 1], writes[#writes + 2] = 't', trials_written
 end
 
 -- The writes: the buckets gone first, then every change in one command.

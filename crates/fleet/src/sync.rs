@@ -50,6 +50,10 @@ pub const SCRIPT: &str = include_str!("sync.lua");
 /// two buckets the rings keep beyond it (see `window::Ring`), whatever this host's window.
 const LONGEST_READ: u64 = ganesha_shm_core::window::MAX_BUCKETS + 2;
 
+/// Seconds after a service's last rejection here that this host follows the fleet's trial of it:
+/// a circuit open for longer rejects at every request it gets.
+const TRIAL_FOLLOWED_S: u64 = 10;
+
 /// A sequence past this is not one this sidecar made (the segment's word was written by
 /// someone else): it starts again from 1, and Redis says where to go on from.
 const MAX_SEQUENCE: u64 = 1 << 50;
@@ -164,6 +168,18 @@ struct Observed {
     windows: BTreeMap<Vec<u8>, Vec<(u8, FleetWindow)>>,
 }
 
+/// The fleet's half-open trial of a service whose circuit rejected requests here lately.
+#[derive(Debug, Clone)]
+struct TrialAsked {
+    /// The key Ganesha keeps the service's last failure time under: its failure counter's.
+    key: Vec<u8>,
+    /// This host's last failure of the service: unix milliseconds on Redis's clock, 0 for none.
+    failure_ms: u64,
+    /// Whether its circuit rejected a request in the last two syncs or seconds: it takes the
+    /// trial when nobody holds it, and keeps it while it goes on.
+    wants: bool,
+}
+
 /// A reset of the fleet, as a host knows it.
 #[derive(Debug, Clone, Copy, Default)]
 struct FleetReset {
@@ -190,6 +206,12 @@ pub struct Syncer {
     fleet_resets: HashMap<Vec<u8>, FleetReset>,
     /// Resets of other hosts read in this sync, to take from the segment.
     resets_read: Vec<(Vec<u8>, u64)>,
+    /// By service, the half-open trials this host asks of the fleet in this sync.
+    trials_asked: BTreeMap<Vec<u8>, TrialAsked>,
+    /// The fleet's trials read in this sync, to write into the segment: the service, the fleet's
+    /// last failure and, when this host holds the trial, until when (unix milliseconds, Redis's
+    /// clock).
+    trials_read: Vec<(Vec<u8>, u64, Option<u64>)>,
     /// The unix time of the last sync, in milliseconds: a reset the segment dates before it was
     /// said already, so that a later one went unnoted (see `observe`).
     last_sync_ms: u64,
@@ -214,6 +236,8 @@ impl Syncer {
             pending_resets: HashMap::new(),
             fleet_resets: HashMap::new(),
             resets_read: Vec::new(),
+            trials_asked: BTreeMap::new(),
+            trials_read: Vec::new(),
             last_sync_ms: 0,
             rings_written: HashMap::new(),
             redis_time: 0,
@@ -341,8 +365,10 @@ impl Syncer {
 
         // The shards of the services this host counts, and of those it reset: each called at
         // most twice (again when Redis lost it, or refused the call as late).
+        self.trials_asked = self.trials_asked_of(store, &observed, now);
         let mut todo: BTreeSet<u32> = observed.counts.keys().copied().collect();
         todo.extend(self.pending_resets.keys().map(|service| fleet::shard_of(service)));
+        todo.extend(self.trials_asked.keys().map(|service| fleet::shard_of(service)));
         let mut calls: HashMap<u32, u8> = HashMap::new();
         let mut marked = false;
         // At least once: this host's marks go even when it counts nothing.
@@ -392,7 +418,60 @@ impl Syncer {
         self.forget_gone(&readers);
         self.take_resets(store, &readers, now, &mut report);
         self.write_rings(store, &observed, now, &mut report);
+        self.write_trials(store, &mut report);
         Ok(report)
+    }
+
+    /// The fleet's trials this host follows: those of the services whose circuit rejected a
+    /// request here in the last [`TRIAL_FOLLOWED_S`] seconds (the buckets of `observed`: a
+    /// circuit that rejects is open), with a last failure time.
+    fn trials_asked_of(&self, store: &Store<'_>, observed: &Observed, now: u64) -> BTreeMap<Vec<u8>, TrialAsked> {
+        let lately = (2 * self.config.interval.as_millis() as u64).div_ceil(1000).max(2);
+        // By service, the end of the latest bucket with a rejection.
+        let mut rejected: BTreeMap<&[u8], u64> = BTreeMap::new();
+        for buckets in observed.counts.values() {
+            for (bucket, counts) in buckets {
+                for (service, _) in counts.iter().filter(|(_, counts)| counts[2] > 0) {
+                    let end = rejected.entry(service).or_default();
+                    *end = (*end).max(bucket.start + bucket.duration);
+                }
+            }
+        }
+        let mut asked = BTreeMap::new();
+        for (service, end) in rejected {
+            if end.saturating_add(TRIAL_FOLLOWED_S) < now {
+                continue;
+            }
+            let key = [service, &self.config.suffixes[1][..]].concat();
+            let Ok(Some(failure)) = store.peek_last_failure_time(&key, now) else { continue };
+            let failure_ms =
+                u64::try_from(failure.saturating_mul(1000).saturating_sub(self.clock_ahead_ms)).unwrap_or(0);
+            asked.insert(service.to_vec(), TrialAsked { key, failure_ms, wants: end.saturating_add(lately) >= now });
+        }
+        asked
+    }
+
+    /// The fleet's trials read into the segment: its last failure of each service, on this
+    /// host's clock, and this host's grant, valid until a second before its lease ends on Redis's
+    /// clock, so that it never overlaps the next holder's. A failure within a second of this
+    /// host's own is that one (times are whole seconds of different clocks).
+    fn write_trials(&mut self, store: &Store<'_>, report: &mut Report) {
+        let ahead_ms = self.clock_ahead_ms;
+        let on_this_clock = |ms: u64| u64::try_from((ms as i64).saturating_add(ahead_ms)).unwrap_or(0);
+        for (service, failure_ms, lease_ms) in std::mem::take(&mut self.trials_read) {
+            let Some(asked) = self.trials_asked.get(&service) else { continue };
+            let own = store.peek_last_failure_time(&asked.key, unix_now()).ok().flatten();
+            let mut failure = (on_this_clock(failure_ms) + 500) / 1000;
+            if let Some(own) = own.and_then(|own| u64::try_from(own).ok()) {
+                if own <= failure + 1 {
+                    failure = failure.max(own);
+                }
+            }
+            let until = lease_ms.map(|ms| (on_this_clock(ms) / 1000).saturating_sub(1));
+            if let Err(error) = store.write_fleet_trial(&asked.key, failure, until) {
+                report.refused.push((asked.key.clone(), format!("{:?}", error.error)));
+            }
+        }
     }
 
     /// The call of `shard`, with what it sends.
@@ -446,7 +525,7 @@ impl Syncer {
         }
         let (born, version) = state.known.clone().unwrap_or_default();
         let mut request = Writer::default();
-        request.array(18);
+        request.array(19);
         request.bytes(fleet::host_id_text(self.host_id).as_bytes()).uint(sequence);
         request.bytes(born.as_bytes()).int(if state.known.is_some() { version } else { -1 });
         request.uint(u64::from(full));
@@ -488,6 +567,16 @@ impl Syncer {
             request.bytes(service).uint(at);
         }
         request.int(if full { -1 } else { state.resets_known.unwrap_or(-1) });
+        let trials: Vec<_> =
+            self.trials_asked.iter().filter(|(service, _)| fleet::shard_of(service) == shard).collect();
+        // A lease of three intervals (three seconds at least), renewed at each sync while this
+        // host wants the trial: a holder that stops asking, or whose sidecar stops, loses it
+        // that soon to another host that asks.
+        let lease_ms = (3 * self.config.interval.as_millis() as u64).max(3000);
+        request.array(trials.len() * 4);
+        for (service, trial) in trials {
+            request.bytes(service).uint(trial.failure_ms).uint(u64::from(trial.wants)).uint(lease_ms);
+        }
         let mut command = redis::cmd("EVALSHA");
         command.arg(script).arg(1).arg(fleet::shard_key(&self.config.fleet, shard));
         command.arg(request.bytes);
@@ -541,8 +630,8 @@ impl Syncer {
         report: &mut Report,
     ) -> redis::RedisResult<Outcome> {
         let Value::Array(items) = reply else { return Err(unexpected("a shard's reply is not a list")) };
-        let [status, time, born, version, stored, sums, own, figures, others, resets] = &items[..] else {
-            return Err(unexpected("a shard's reply has not 10 items"));
+        let [status, time, born, version, stored, sums, own, figures, others, resets, trials] = &items[..] else {
+            return Err(unexpected("a shard's reply has not 11 items"));
         };
         let redis_now_ms = int(time).ok_or_else(|| unexpected("no time in a shard's reply"))?;
         let redis_now = redis_now_ms.div_euclid(1000);
@@ -696,6 +785,20 @@ impl Syncer {
         }
         for service in dirty {
             self.rings_written.remove(&service);
+        }
+        // The fleet's trials of the services this host asks one of.
+        if let Value::Array(trials) = trials {
+            for trial in trials.chunks_exact(3) {
+                let (Value::BulkString(service), Some(failure), Some(lease)) =
+                    (&trial[0], int(&trial[1]), int(&trial[2]))
+                else {
+                    continue;
+                };
+                if fleet::shard_of(service) == shard && failure > 0 {
+                    let lease = u64::try_from(lease).ok().filter(|&lease| lease > 0);
+                    self.trials_read.push((service.clone(), failure as u64, lease));
+                }
+            }
         }
         Ok(Outcome::Synced)
     }
