@@ -212,6 +212,39 @@ final class FleetCircuitTest extends FleetTestCase
     }
 
     /**
+     * Someone who can write Redis keeps writing the shard's trials with the service's failure an
+     * hour ahead and the trial theirs, leased for a day: no host is kept from the fleet's trial,
+     * and none sends more than one per interval.
+     */
+    public function testATrialSomeoneWroteInRedisKeepsNoHostFromIt(): void
+    {
+        $interval = 2;
+        $hosts = $this->startHosts(3, ['timeWindow' => 60, 'failureRateThreshold' => 50, 'minimumRequests' => 6, 'intervalToHalfOpen' => $interval]);
+        $service = self::service('intruded');
+        $failedAt = $this->tripEveryHost($hosts, $service);
+        $written = 0;
+        $intrude = function () use ($service, &$written): void {
+            $this->evalLua(<<<'LUA'
+                local now_ms = tonumber(redis.call('TIME')[1]) * 1000
+                redis.call('HSET', KEYS[1], 't', cmsgpack.pack({ ARGV[1], now_ms + 3600000, 'intruder', now_ms + 86400000 }))
+                return 1
+                LUA, [$this->shardKey($service)], ['ganesha_' . $service]);
+            ++$written;
+        };
+        $trials = $this->askForTrials($hosts, $service, $failedAt + 2 * ($interval + 1) + 1.5, false, $intrude);
+        self::assertNotEmpty($trials, "the fleet's trial, whatever Redis says");
+        self::assertLessThanOrEqual($failedAt + $interval + 3, $trials[0][1], 'on time: ' . \json_encode($trials));
+        // A field rewritten under the hosts loses who held the trial, as an eviction does: two
+        // hosts may then hold it at once, but never a host more than one per interval, as alone.
+        $last = [];
+        foreach ($trials as [$name, $at]) {
+            self::assertGreaterThan($interval - 0.1, $at - ($last[$name] ?? 0.0), "{$name}: one trial per interval: " . \json_encode($trials));
+            $last[$name] = $at;
+        }
+        self::report(\sprintf('the trials written over %d times by an intruder: %d trials, the first %.1f s after the last failure', $written, \count($trials), $trials[0][1] - $failedAt));
+    }
+
+    /**
      * 2 failures on each host, which trip every host through the fleet's counts; the second of
      * the last failure. With $asking, each host asks (isAvailable()) and is rejected; without,
      * no host asks: the snapshot tells.
@@ -235,15 +268,19 @@ final class FleetCircuitTest extends FleetTestCase
 
     /**
      * Every host asks for $service every 50 ms until $until (unix time), reporting a success or
-     * a failure ($ok) when admitted; the requests admitted: the host and when.
+     * a failure ($ok) when admitted, and $between() runs after each round; the requests
+     * admitted: the host and when.
      *
      * @param list<\Zeusi\GaneshaShmAdapter\Tests\Support\FleetHost> $hosts
      * @return list<array{0: string, 1: float}>
      */
-    private function askForTrials(array $hosts, string $service, float $until, bool $ok): array
+    private function askForTrials(array $hosts, string $service, float $until, bool $ok, ?callable $between = null): array
     {
         $trials = [];
         while (($started = \microtime(true)) < $until) {
+            if ($between !== null) {
+                $between();
+            }
             foreach ($hosts as $host) {
                 if ($host->ask(['op' => 'trial', 'service' => $service, 'ok' => $ok])['admitted']) {
                     $trials[] = [$host->name, \microtime(true)];

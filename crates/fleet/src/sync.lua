@@ -105,6 +105,8 @@ local LONGEST_READ = 122
 local REJECTED, GONE, RECOUNTED, SKIPPED = 1, 2, 3, 4
 -- The most services a shard's resets name: past it, the oldest go first.
 local MAX_RESETS = 4000
+-- The longest lease of a trial a host asks, in milliseconds: three of the longest interval.
+local LONGEST_LEASE = 180000
 
 -- Stops the script with an error that names the right the ACL user lacks (Redis's own says only
 -- that the script's user may not), which the sidecar logs.
@@ -460,8 +462,11 @@ if #trials > 0 and not created then
   local state, changed_trials = {}, false
   for i = 1, #held, 4 do
     local service, failure, holder, lease = held[i], held[i + 1], held[i + 2], held[i + 3]
-    if type(service) == 'string' and is_time(failure) and type(holder) == 'string'
-        and is_time(lease) and math.floor(failure / 1000) + longest >= now then
+    -- A failure past Redis's time and the bound, or a lease longer than any host asks, is no
+    -- host's: it would keep every host from its trial.
+    if type(service) == 'string' and is_time(failure) and failure <= (now + bound) * 1000
+        and type(holder) == 'string' and is_time(lease) and lease <= now_ms + LONGEST_LEASE
+        and math.floor(failure / 1000) + longest >= now then
       state[service] = { failure, holder, lease }
     else
       figures[SKIPPED], changed_trials = figures[SKIPPED] + 1, true
@@ -475,6 +480,7 @@ if #trials > 0 and not created then
     if failure > (now + bound) * 1000 then
       figures[REJECTED], failure = figures[REJECTED] + 1, 0
     end
+    lease = math.min(lease, LONGEST_LEASE)
     local entry = state[service] or { 0, '', 0 }
     if failure > entry[1] + 1000 then
       entry, changed_trials = { failure, '', 0 }, true
