@@ -27,6 +27,12 @@
 //! counts set to 0: applied again, or late, or by a host that joins later, it takes nothing
 //! counted since.
 //!
+//! So is the half-open trial: for each service whose circuit rejects requests here, the call
+//! sends this host's last failure and whether it wants the trial; Redis keeps the fleet's latest
+//! failure and which host holds the trial due after it, on a lease renewed while that host wants
+//! it, and the sidecar writes the fleet's failure and this host's grant into the segment
+//! (`Store::write_fleet_trial`), where the adapter's claim checks them.
+//!
 //! A host keeps the fleet's counts only for the services it counts itself (with events of its
 //! own in the buckets its window may still read): the fleet's data never takes a slot for a
 //! service this host does not use, so its own services always come first. A host decides alone
