@@ -220,6 +220,24 @@ local function packed(rows, zeros)
   return cmsgpack.pack(kept)
 end
 
+-- `by_service` (each service's values, a time first) packed as a flat list `service, values…`,
+-- the latest first, at most MAX_RESETS services: past it, the oldest go.
+local function packed_latest(by_service)
+  local list = {}
+  for service, values in pairs(by_service) do
+    list[#list + 1] = { service, values }
+  end
+  table.sort(list, function(a, b) return a[2][1] > b[2][1] or (a[2][1] == b[2][1] and a[1] < b[1]) end)
+  local flat = {}
+  for i = 1, math.min(#list, MAX_RESETS) do
+    flat[#flat + 1] = list[i][1]
+    for _, value in ipairs(list[i][2]) do
+      flat[#flat + 1] = value
+    end
+  end
+  return cmsgpack.pack(flat)
+end
+
 local function is_reset(mask, c)
   return mask % 2 ^ c >= 2 ^ (c - 1)
 end
@@ -496,17 +514,7 @@ if #trials > 0 and not created then
     end
   end
   if changed_trials then
-    local list = {}
-    for service, entry in pairs(state) do
-      list[#list + 1] = { service, entry }
-    end
-    table.sort(list, function(a, b) return a[2][1] > b[2][1] or (a[2][1] == b[2][1] and a[1] < b[1]) end)
-    local flat = {}
-    for i = 1, math.min(#list, MAX_RESETS) do
-      local entry = list[i][2]
-      flat[4 * i - 3], flat[4 * i - 2], flat[4 * i - 1], flat[4 * i] = list[i][1], entry[1], entry[2], entry[3]
-    end
-    trials_written = cmsgpack.pack(flat)
+    trials_written = packed_latest(state)
   end
 end
 
@@ -738,16 +746,11 @@ if #reset_times > 0 then
     end
   end
   if changed_resets then
-    local list = {}
+    local by_service = {}
     for service, time in pairs(latest) do
-      list[#list + 1] = { service, time }
+      by_service[service] = { time }
     end
-    table.sort(list, function(a, b) return a[2] > b[2] or (a[2] == b[2] and a[1] < b[1]) end)
-    local flat = {}
-    for i = 1, math.min(#list, MAX_RESETS) do
-      flat[2 * i - 1], flat[2 * i] = list[i][1], list[i][2]
-    end
-    resets_written, resets_version = cmsgpack.pack(flat), resets_version + 1
+    resets_written, resets_version = packed_latest(by_service), resets_version + 1
     writes[#writes + 1], writes[#writes + 2] = 'z', resets_written
     writes[#writes + 1], writes[#writes + 2] = 'zv', resets_version
   end
