@@ -27,10 +27,11 @@ use crate::arguments::{Long, OptionalLong, Str};
 use crate::circuit::{self, Figures, Thresholds, STATUS_CALMED_DOWN};
 use crate::context::{self, StorageKeys};
 use crate::errors::{exception, php_error, storage_exception};
+use crate::fleet;
 use crate::metrics::{self, BucketView, Fleet, ServiceTotals, ServiceView};
 use crate::process;
 use crate::settings::{INI_MAX_KEY_LENGTH, INI_MAX_SERVICES};
-use crate::store::{Renewed, Store, StoreError, TableKind};
+use crate::store::{FleetWindow, Renewed, Store, StoreError, TableKind};
 use crate::table::TableError;
 use crate::window::{self, timed, CountWord, Window, WindowError};
 
@@ -157,6 +158,11 @@ pub(crate) fn configured(read: context::Read, bucket_duration: Option<u64>) -> R
         (Strategy::Rate(window), Some(thresholds)) if fleet => Strategy::FleetRate(window, thresholds),
         (strategy, _) => strategy,
     };
+    if let (Strategy::FleetRate(window, _), Ok(segment)) = (&strategy, process::segment()) {
+        // The window the sidecar reads the fleet-only services in: so that this host sees the services
+        // it has not counted yet, from its first request.
+        fleet::note_window(segment.fleet_window_noted(), FleetWindow::of(window));
+    }
     let configured = Arc::new(Configured {
         strategy,
         interval_to_half_open: read.interval_to_half_open.max(0) as u64,
@@ -353,7 +359,7 @@ fn snapshot_row(view: &ServiceView, counts_requests: bool) -> PhpResult<ZBox<Zen
     match view.fleet {
         Fleet::Off => {}
         Fleet::Stale => row.insert("fleet", ()).map_err(php_error)?,
-        Fleet::Fresh { figures, decides } => {
+        Fleet::Fresh { figures, decides, only } => {
             let mut fleet = ZendHashTable::new();
             for (name, value) in [
                 ("failures", zval(figures.failures as i64)?),
@@ -361,6 +367,7 @@ fn snapshot_row(view: &ServiceView, counts_requests: bool) -> PhpResult<ZBox<Zen
                 ("rejections", zval(figures.rejections as i64)?),
                 ("failure_rate", zval(circuit::failure_rate(&figures))?),
                 ("decides", zval(decides)?),
+                ("only", zval(only)?),
             ] {
                 fleet.insert(name, value).map_err(php_error)?;
             }
@@ -659,8 +666,17 @@ impl AbstractSlidingTimeWindowShm {
         })?;
         let store = process::store()?;
         let keys = &configured.storage_keys;
-        let services: BTreeSet<Vec<u8>> =
+        let own: BTreeSet<Vec<u8>> =
             store.live_keys(now).iter().filter_map(|key| keys.service_of(key)).map(<[u8]>::to_vec).collect();
+        // Fleet mode: and those this host sees only through the fleet, while the sidecar's last
+        // sync is fresh.
+        let fleet_only: BTreeSet<Vec<u8>> = match (&configured.strategy, store.fleet_only()) {
+            (Strategy::FleetRate(..), Some(region)) if process::fleet_is_fresh() => {
+                region.keys().iter().filter_map(|key| keys.service_of(key)).map(<[u8]>::to_vec).collect()
+            }
+            _ => BTreeSet::new(),
+        };
+        let services: BTreeSet<Vec<u8>> = own.union(&fleet_only).cloned().collect();
         let (success, failure, rejection, status) = (SUCCESS, FAILURE, REJECTION, STATUS);
         let key = |service: &[u8], suffix: usize| keys.key(service, suffix);
         services
@@ -696,7 +712,7 @@ impl AbstractSlidingTimeWindowShm {
                                 ..counts
                             };
                             let decides = circuit::fleet_decides(thresholds, &figures, &fleet_figures);
-                            Fleet::Fresh { figures: fleet_figures, decides }
+                            Fleet::Fresh { figures: fleet_figures, decides, only: !own.contains(&service) }
                         } else {
                             Fleet::Stale
                         }
@@ -705,7 +721,7 @@ impl AbstractSlidingTimeWindowShm {
                 };
                 // What decides the circuit: this host's figures, or in fleet mode the fleet's.
                 let deciding = match fleet {
-                    Fleet::Fresh { figures: fleet_figures, decides: true } => fleet_figures,
+                    Fleet::Fresh { figures: fleet_figures, decides: true, .. } => fleet_figures,
                     _ => figures,
                 };
                 let state = circuit::state(thresholds, &deciding, configured.interval_to_half_open as i64, now as i64);

@@ -23,9 +23,10 @@ pub enum Fleet {
     Off,
     /// In fleet mode, with the sidecar's last sync too old: this host decides alone.
     Stale,
-    /// The fleet's counts, this host's included, and whether they are what decides the
-    /// circuit now (see `circuit::fleet_view`).
-    Fresh { figures: Figures, decides: bool },
+    /// The fleet's counts, this host's included, whether they are what decides the circuit now
+    /// (see `circuit::fleet_view`), and whether this host sees the service only through the
+    /// fleet (it has not counted it: see `fleet_only`).
+    Fresh { figures: Figures, decides: bool, only: bool },
 }
 
 /// What a service's slots have counted since they were claimed.
@@ -227,6 +228,19 @@ fn fleet_families(out: &mut String, services: &[ServiceView]) {
         let decides = matches!(view.fleet, Fleet::Fresh { decides: true, .. });
         let _ = writeln!(out, "{name}{{service=\"{}\"}} {}", label(&view.service), u8::from(decides));
     }
+    let name = "ganesha_shm_fleet_only";
+    family(
+        out,
+        name,
+        "gauge",
+        "Fleet mode: 1 for a service this host sees only through the fleet (other hosts count it, this one has not), \
+         0 for one it counts.",
+    );
+    for view in services {
+        if let Fleet::Fresh { only, .. } = view.fleet {
+            let _ = writeln!(out, "{name}{{service=\"{}\"}} {}", label(&view.service), u8::from(only));
+        }
+    }
 }
 
 /// One family of the store's figures: its name, its help, and its samples, each with the table
@@ -368,7 +382,11 @@ mod tests {
             totals: ServiceTotals::default(),
             fleet,
         };
-        let views = [view(b"a", Fleet::Fresh { figures: fleet, decides: true }), view(b"b", Fleet::Stale)];
+        let views = [
+            view(b"a", Fleet::Fresh { figures: fleet, decides: true, only: false }),
+            view(b"b", Fleet::Stale),
+            view(b"c", Fleet::Fresh { figures: fleet, decides: true, only: true }),
+        ];
         let text = exposition(&views, &[]);
         assert!(text.contains("ganesha_shm_requests{service=\"a\",outcome=\"failure\"} 2\n"), "{text}");
         assert!(text.contains("ganesha_shm_fleet_requests{service=\"a\",outcome=\"failure\"} 30\n"), "{text}");
@@ -376,6 +394,10 @@ mod tests {
         assert!(!text.contains("ganesha_shm_fleet_requests{service=\"b\""), "stale counts are not shown: {text}");
         assert!(
             text.contains("ganesha_shm_fleet_decides{service=\"a\"} 1\nganesha_shm_fleet_decides{service=\"b\"} 0\n")
+        );
+        assert!(
+            text.contains("ganesha_shm_fleet_only{service=\"a\"} 0\nganesha_shm_fleet_only{service=\"c\"} 1\n"),
+            "{text}"
         );
     }
 }

@@ -153,6 +153,9 @@ $renderCircuits = static function () use ($services, $settings, $info, $error, $
                             <?php if ($service['tripped']) { ?>
                                 <div class="note tripped">tripped</div>
                             <?php } ?>
+                            <?php if (($service['fleet']['only'] ?? false) === true) { ?>
+                                <div class="note fleet" title="other hosts count it, this one has not yet">seen only through the fleet</div>
+                            <?php } ?>
                             <?php if (($service['totals']['trips'] ?? 0) > 0) { ?>
                                 <div class="note trips"><?= $h($service['totals']['trips']) ?> trip<?= $service['totals']['trips'] === 1 ? '' : 's' ?> in all</div>
                             <?php } ?>

@@ -10,6 +10,125 @@ namespace Zeusi\GaneshaShmAdapter\Tests\Fleet;
 final class FleetCircuitTest extends FleetTestCase
 {
     /**
+     * Two hosts trip a service between them; a third, which never counted it, rejects it on its
+     * very first request, and shows it in snapshot() and metrics() as seen only through the fleet.
+     */
+    public function testAHostThatNeverCountedAServiceRejectsItOnItsFirstRequestOnceTheFleetTripped(): void
+    {
+        [$h1, $h2, $h3] = $this->startHosts();
+        $service = self::service('unseen');
+        $h1->record($service, 3);
+        $h2->record($service, 3);
+        $this->waitForSyncs([$h1, $h2, $h3], $this->nowMs());
+
+        $row = $h3->snapshot()['snapshot'][$service] ?? null;
+        self::assertIsArray($row, "{$h3->name} lists the service it sees through the fleet");
+        self::assertSame(['failures' => 0, 'successes' => 0, 'rejections' => 0], self::own($h3, $service));
+        self::assertSame([6, true, true, 'open'], [$row['fleet']['failures'], $row['fleet']['decides'], $row['fleet']['only'], $row['state']]);
+        self::assertStringContainsString("ganesha_shm_fleet_only{service=\"{$service}\"} 1\n", $h3->ask(['op' => 'metrics'])['metrics']);
+        self::assertFalse($h3->available($service), "{$h3->name} rejects on its first request");
+        self::assertFalse($h1->snapshot()['snapshot'][$service]['fleet']['only'], 'a host that counts the service');
+
+        // Once it counted (its rejection), the service is its own, the fleet's counts with it.
+        $this->waitForSyncs([$h3], $this->nowMs());
+        self::assertSame([6, false], [self::fleetCounts($h3, $service)['failures'], $h3->snapshot()['snapshot'][$service]['fleet']['only']]);
+        self::assertFalse($h3->available($service));
+    }
+
+    /**
+     * A host joins a tripped fleet, its PHP not yet run (a new pod: no request has built Ganesha
+     * there, so no window is noted): from its sidecar's second sync on, its first requests to
+     * the failing service are rejected, not one reaches the service.
+     */
+    public function testAHostJoiningATrippedFleetSendsNothingToTheFailingService(): void
+    {
+        $hosts = $this->startHosts();
+        $service = self::service('join');
+        $this->assertFailuresSpreadOverTheFleetOpenEveryHost($hosts, $service);
+
+        $joining = $this->startHost('h4', self::GANESHA + ['lazy' => true]);
+        $this->waitForSyncs([$joining], $this->nowMs(), 3);
+        $admitted = 0;
+        for ($request = 0; $request < 20; ++$request) {
+            $admitted += $joining->ask(['op' => 'trial', 'service' => $service, 'ok' => false])['admitted'] ? 1 : 0;
+            \usleep(10_000);
+        }
+        self::assertSame(0, $admitted, 'requests of the joining host that reached the failing service');
+        self::assertSame(20, self::own($joining, $service)['rejections']);
+    }
+
+    /**
+     * A host with room for 4 services, in a fleet of 12: its fleet-only region keeps the 4 in the most trouble
+     * (the 2 tripped first), and its own new service still counts every event and trips.
+     */
+    public function testAHostWithLittleRoomKeepsItForItsOwnServicesAndViewsTheFleetsInTheMostTrouble(): void
+    {
+        [$h1, $h2, $small] = $this->startHosts(3, self::GANESHA, ini: ['h3' => ['ganesha_shm.max_services' => 4]]);
+        $tripped = [self::service('tripped'), self::service('tripped')];
+        foreach ($tripped as $service) {
+            $h1->record($service, 6);
+            self::assertFalse($h1->available($service), 'tripped on h1 alone, and rejecting');
+        }
+        for ($i = 0; $i < 10; ++$i) {
+            $h2->record(self::service('busy'), 1, 5);
+        }
+        $this->waitForSyncs([$h1, $h2, $small], $this->nowMs());
+        $fleetOnly = \array_keys(\array_filter($small->snapshot()['snapshot'], fn (array $row) => $row['fleet']['only'] ?? false));
+        self::assertCount(4, $fleetOnly, 'as many services as its room: ' . \json_encode($fleetOnly));
+        foreach ($tripped as $service) {
+            self::assertContains($service, $fleetOnly, 'a tripped service is kept first');
+        }
+        self::assertStringContainsString('the fleet counts 12 services this host has not counted, more than its segment holds for them', $small->sidecar->logText());
+        $mine = self::service('mine');
+        $small->record($mine, 6);
+        self::assertSame(6, self::own($small, $mine)['failures'], 'every event of its own new service counted');
+        self::assertFalse($small->available($mine), 'and it trips');
+        self::assertSame([], \array_filter($small->events(), fn (array $event) => $event[0] === \Ackintosh\Ganesha::EVENT_STORAGE_ERROR), 'no storage error');
+    }
+
+    /**
+     * www-data, who may write a host's segment file (its group, ganesha_shm.mode=0660), writes
+     * random bytes over the fleet-only region and the tables before it while the host serves
+     * requests and its sidecar writes the region: circuits may read wrong meanwhile, but neither
+     * PHP nor the sidecar crashes or hangs, and what the sidecar writes next is read right again.
+     */
+    public function testWhoeverWritesTheSegmentFileOverTheFleetOnlyRegionCrashesNothing(): void
+    {
+        $user = \posix_getpwnam('www-data');
+        if (\posix_geteuid() !== 0 || $user === false || !\is_executable('/usr/sbin/runuser')) {
+            self::markTestSkipped('needs root, runuser and a www-data user');
+        }
+        [$h1, $target] = $this->startHosts(2, self::GANESHA, ini: ['h2' => ['ganesha_shm.mode' => '0660', 'ganesha_shm.max_services' => 4]]);
+        $service = self::service('attacked');
+        $h1->record($service, 6);
+        $this->waitForSyncs([$h1, $target], $this->nowMs());
+        self::assertTrue($target->snapshot()['snapshot'][$service]['fleet']['only']);
+        \chmod($this->dir, 0711);
+        \chgrp($target->segment, $user['gid']);
+
+        // The fleet-only region is the last of the file: its last 40 kB hold it and the tables' end.
+        $attack = 'mt_srand(7); $f = fopen($argv[1], "r+"); $size = filesize($argv[1]); $deadline = microtime(true) + 4;'
+            . ' for ($n = 0; microtime(true) < $deadline; ++$n) { fseek($f, $size - 40960 + 8 * mt_rand(0, 5119));'
+            . ' fwrite($f, $n % 2 ? random_bytes(8) : pack("P", mt_rand(0, 12))); if ($n % 64 === 0) { usleep(1000); } }';
+        $attacker = \proc_open(['runuser', '-u', 'www-data', '--', \PHP_BINARY, '-n', '-r', $attack, $target->segment], [1 => ['pipe', 'w'], 2 => ['pipe', 'w']], $pipes);
+        self::assertIsResource($attacker);
+        $asked = 0;
+        $deadline = \microtime(true) + 4;
+        while (\microtime(true) < $deadline) {
+            $target->available($service);
+            $target->snapshot();
+            ++$asked;
+        }
+        $output = \stream_get_contents($pipes[1]) . \stream_get_contents($pipes[2]);
+        self::assertSame(0, \proc_close($attacker), 'the attacker ran as www-data: ' . $output);
+
+        self::assertTrue($target->sidecar->running(), 'the sidecar lives on');
+        $this->waitForSyncs([$h1, $target], $this->nowMs());
+        self::assertSame(6, self::fleetCounts($target, $service)['failures'] ?? null, "what the sidecar writes next is read right:\n" . $this->logs());
+        self::report("www-data wrote over the fleet-only region for 4 s: {$asked} requests and snapshots answered, the counts right again at the next sync");
+    }
+
+    /**
      * The fleet trips; an operator mends the dependency and calls resetService() on one host:
      * two syncs later every host admits requests, and what the hosts count after the reset is
      * counted everywhere, not one event of before it.

@@ -567,6 +567,20 @@ abstract class FleetTestCase extends TestCase
         return $fleet === null ? null : ['failures' => $fleet['failures'], 'successes' => $fleet['successes'], 'rejections' => $fleet['rejections']];
     }
 
+    /**
+     * Of $services, those $host holds slots for (its snapshot lists them, and not as seen only
+     * through the fleet).
+     *
+     * @param list<string> $services
+     * @return list<string>
+     */
+    protected static function heldOf(FleetHost $host, array $services): array
+    {
+        $rows = $host->snapshot()['snapshot'];
+
+        return \array_values(\array_filter($services, fn (string $service) => isset($rows[$service]) && !($rows[$service]['fleet']['only'] ?? false)));
+    }
+
     protected static function service(string $stem = 'svc'): string
     {
         return Unique::name($stem . '.');

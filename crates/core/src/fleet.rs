@@ -21,6 +21,9 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use crate::store::FleetWindow;
+use crate::window::MAX_BUCKETS;
+
 /// How far apart the clocks of a fleet's hosts (and Redis's) may be, in seconds: data stamped
 /// further ahead of Redis's clock is not shared, and the fields of a bucket stay in Redis this
 /// long after every window stopped reading it, so that a host whose clock is behind still reads
@@ -103,6 +106,30 @@ impl SyncState {
     pub fn is_fresh(&self, now_ms: u64) -> bool {
         self.age_ms(now_ms).is_some_and(|age| age <= self.interval_ms.saturating_mul(2))
     }
+}
+
+/// The window an adapter in fleet mode reads in, as it notes it in the header
+/// (`Segment::fleet_window_noted`) for the sidecar, which reads the services this host has not
+/// counted in it (the fleet-only region) (a host that counted nothing has no counter to tell it):
+/// `[window buckets: 16][bucket duration: 48]`, 0 for none. The last noted wins: a host whose
+/// configurations differ in their windows sees the fleet-only services in one of them, and decides
+/// alone in the others until it counts.
+pub fn note_window(word: &AtomicU64, window: FleetWindow) {
+    let value = window.window_buckets << 48 | window.bucket_duration.min((1 << 48) - 1);
+    // Relaxed (both): a word standing alone. Loaded first, so that the common case, a window
+    // noted already, writes nothing (the word's cache line stays shared by every worker).
+    if word.load(Ordering::Relaxed) != value {
+        word.store(value, Ordering::Relaxed);
+    }
+}
+
+/// The window noted in the header, if one is, and one an adapter could have noted (whoever can
+/// write the segment file could write anything there).
+pub fn noted_window(word: &AtomicU64) -> Option<FleetWindow> {
+    // Relaxed: a word standing alone.
+    let value = word.load(Ordering::Relaxed);
+    let window = FleetWindow { bucket_duration: value & ((1 << 48) - 1), window_buckets: value >> 48 };
+    (window.bucket_duration > 0 && (1..=MAX_BUCKETS).contains(&window.window_buckets)).then_some(window)
 }
 
 /// Milliseconds of CLOCK_MONOTONIC: the same clock for every process of the host (containers
@@ -207,6 +234,19 @@ mod tests {
         let state = SyncState { synced_at_ms: 123, interval_ms: 1_000, hosts: 3, errors: 1 << 40 };
         state.write(&words);
         assert_eq!(SyncState::read(&words), state);
+    }
+
+    #[test]
+    fn a_noted_window_reads_back_and_garbage_reads_as_none() {
+        let word = AtomicU64::new(0);
+        assert_eq!(noted_window(&word), None);
+        let window = FleetWindow { bucket_duration: 2, window_buckets: 60 };
+        note_window(&word, window);
+        assert_eq!(noted_window(&word), Some(window));
+        for garbage in [u64::MAX, 5, 121 << 48 | 2, 60 << 48] {
+            word.store(garbage, Ordering::Relaxed);
+            assert_eq!(noted_window(&word), None, "{garbage:#x}");
+        }
     }
 
     #[test]

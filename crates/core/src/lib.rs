@@ -9,7 +9,8 @@
 //! * [`memo`]: a process's memo of where it last found keys, in its own memory;
 //! * [`table`]: the lock-free hash table from keys to slots;
 //! * [`circuit`]: what Ganesha would decide for a service, from its figures, pure;
-//! * [`store`]: Ganesha's storage operations over the tables;
+//! * [`fleet_only`]: fleet mode's region of the services this host sees only through the fleet;
+//! * [`store`]: Ganesha's storage operations over the tables and that region;
 //! * [`fleet`]: what the hosts of a fleet share, and how a segment holds it.
 
 // Under loom most of the crate is left out, so what only it uses is unused there.
@@ -25,6 +26,7 @@ mod loom_tests;
 mod model_tests;
 // Under `--cfg loom` (tests/model-check.sh) only the layers the model checker runs are built:
 // the shared-memory ones work on loom's atomics, which a real mapping cannot hold.
+pub mod fleet_only;
 mod memo;
 #[cfg(not(loom))]
 pub mod segment;

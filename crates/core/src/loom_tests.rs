@@ -18,6 +18,7 @@ use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;
 
 use crate::circuit::{STATUS_CALMED_DOWN, STATUS_TRIPPED};
+use crate::fleet_only::{FleetOnly, FleetOnlyEntry, FleetOnlyShape};
 use crate::store::{counter_payload_words, init_counter, init_status, Store, TableKind, STATUS_PAYLOAD_WORDS};
 use crate::sync::model::run_stopping_after;
 use crate::sync::AtomicU64;
@@ -591,6 +592,33 @@ fn same_home_keys(table: &Table<'_>, home: usize) -> [Vec<u8>; 2] {
 
 /// Prints the total of the scenarios run so far in this process (tests/model-check.sh, which
 /// runs them in parallel, skips it and sums their lines itself).
+/// The fleet-only region: the sidecar publishes it twice, so that its second write is into the half
+/// a reader may still be reading, and is stopped at any step (killed); a reader meanwhile reads
+/// a whole region the sidecar published (2, 20 or 200 events), or none, never half of one.
+#[test]
+fn a_fleet_only_reader_never_reads_a_region_half_written() {
+    const SHAPE: FleetOnlyShape = FleetOnlyShape { capacity: 1, max_key_length: 6, span: 2 };
+    let entry_of =
+        |count: u64| FleetOnlyEntry { key: b"k".to_vec(), bucket_duration: 2, first_bucket: 0, counts: vec![count; 2] };
+    model_stopping("fleet-only region read while the sidecar writes it, the sidecar stopped at any step", move |n| {
+        let words: Arc<Vec<AtomicU64>> = Arc::new((0..SHAPE.words()).map(|_| AtomicU64::new(0)).collect());
+        FleetOnly::new(&words, SHAPE, 7).publish(&[entry_of(1)]);
+        let sidecar = {
+            let words = Arc::clone(&words);
+            loom::thread::spawn(move || {
+                run_stopping_after(Some(n), || {
+                    let region = FleetOnly::new(&words, SHAPE, 7);
+                    region.publish(&[entry_of(10)]);
+                    region.publish(&[entry_of(100)]);
+                })
+            })
+        };
+        let read = FleetOnly::new(&words, SHAPE, 7).load(b"k", 2, 0..=1);
+        assert!(matches!(read, None | Some(2) | Some(20) | Some(200)), "read counts never published: {read:?}");
+        sidecar.join().unwrap().is_some()
+    });
+}
+
 #[test]
 fn zz_report() {
     println!(

@@ -1,4 +1,4 @@
-//! The shared-memory segment: its creation, its header and the layout of its two tables.
+//! The shared-memory segment: its creation, its header and the layout of its regions.
 //!
 //! The segment is one `MAP_SHARED` mapping made at module startup. In php-fpm that is the
 //! master, before it forks its workers: every worker inherits the same mapping, so they all see
@@ -16,8 +16,8 @@
 //!   beyond the configured mode, and a header that matches this build and these settings.
 //!
 //! Everything in the segment is a 64-bit word accessed atomically: the header, then the counter
-//! table, then the status table. This module hands out the words as `&[AtomicU64]`; it is the
-//! only place that turns the mapping into Rust references.
+//! table, the status table and, in fleet mode, the fleet-only region. This module hands out the words
+//! as `&[AtomicU64]`; it is the only place that turns the mapping into Rust references.
 
 use std::fmt;
 use std::fs::File;
@@ -32,7 +32,7 @@ use memmap2::MmapRaw;
 pub const MAGIC: u64 = u64::from_ne_bytes(*b"GANESHM1");
 
 /// Bumped whenever the meaning of any word in the segment changes.
-pub const LAYOUT_VERSION: u64 = 3;
+pub const LAYOUT_VERSION: u64 = 4;
 
 /// Header words, by index. The statistics words are updated with `fetch_add` by any process.
 mod header {
@@ -63,6 +63,9 @@ mod header {
     /// When this host's latest `reset()` or `resetService()` was made, in unix milliseconds
     /// (see [`super::Segment::fleet_reset_at`]). Segments made before it have 0 here, as new ones.
     pub const FLEET_RESET_AT: usize = 18;
+    /// The window this host's adapters read in fleet mode, as they last noted it (see
+    /// [`super::Segment::fleet_window_noted`]): what the sidecar reads the fleet-only services in.
+    pub const FLEET_WINDOW: usize = 19;
     /// Header length, three cache lines; the rest is left for later versions.
     pub const WORDS: usize = 24;
 }
@@ -124,8 +127,8 @@ pub struct Regions {
     pub settings: Settings,
     /// A figure of the layout the header records and checks (the counters' ring length).
     pub ring_buckets: u64,
-    /// Words of each region, in order.
-    pub words: [usize; 2],
+    /// Words of each region, in order: the counters, the statuses, the fleet-only region.
+    pub words: [usize; 3],
 }
 
 impl Regions {
@@ -749,6 +752,12 @@ impl Segment {
         &self.words()[header::FLEET_RESET_AT]
     }
 
+    /// The window an adapter in fleet mode reads in, as it last noted it (`fleet::note_window`):
+    /// the sidecar reads the services this host has not counted in it (the fleet-only region).
+    pub fn fleet_window_noted(&self) -> &AtomicU64 {
+        &self.words()[header::FLEET_WINDOW]
+    }
+
     /// The [`FLEET_WORDS`] words of the fleet sidecar's state: the sidecar writes them, any
     /// process reads them.
     pub fn fleet_words(&self) -> &[AtomicU64] {
@@ -1273,6 +1282,7 @@ pub(crate) mod tests {
             words: [
                 settings.max_services as usize * 300,
                 settings.max_services as usize * 10 + settings.max_key_length as usize,
+                0,
             ],
         }
     }

@@ -4,8 +4,10 @@
 //!   (Rate strategy), a plain counter (Count strategy) and the last failure time. An increment
 //!   is one compare-and-swap on one word; a load sums the words of the buckets in the window.
 //! * Status keys map to a status with its expiry.
+//! * Fleet mode: the fleet-only region ([`FleetOnly`]) holds the other hosts' counts of the services
+//!   this host has not counted, which a load reads as it reads a counter's fleet ring.
 //!
-//! This module also lays out the segment's two tables ([`Layout`]): what a payload holds is the
+//! This module also lays out the segment's regions ([`Layout`]): what a payload holds is the
 //! store's business, how slots are built the table's, and the segment only maps the regions.
 //!
 //! Every operation takes the time as an argument, so that it can be tested without a clock.
@@ -13,6 +15,9 @@
 use crate::circuit::{STATUS_CALMED_DOWN, STATUS_TRIPPED};
 use crate::sync::{AtomicU64, Ordering};
 
+use crate::fleet_only::FleetOnly;
+#[cfg(not(loom))]
+use crate::fleet_only::FleetOnlyShape;
 #[cfg(not(loom))]
 use crate::segment::{Regions, Segment, Settings};
 use crate::table::{Entry, Table, TableError, Usage};
@@ -59,7 +64,7 @@ pub const fn counter_payload_words(ring: Ring, fleet: bool) -> usize {
 /// reset ([`FleetWindow::RESETS`], the 12 above, wrapping), so that the sidecar tells a reset
 /// from counts it can no longer read (its clock moved); the bucket duration in the count's.
 /// The empty word a claim leaves, a duration of 0, is no window.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct FleetWindow {
     pub bucket_duration: u64,
     pub window_buckets: u64,
@@ -166,6 +171,9 @@ pub struct Layout {
     pub settings: Settings,
     pub counters: Shape,
     pub statuses: Shape,
+    /// Fleet mode: the fleet-only region, room for the three counters of as many services as
+    /// this host's own (none without fleet mode).
+    pub fleet_only: FleetOnlyShape,
 }
 
 #[cfg(not(loom))]
@@ -185,6 +193,11 @@ impl Layout {
                 counter_payload_words(Self::ring(settings), settings.fleet),
             ),
             statuses: shape(settings.max_services as usize, STATUS_PAYLOAD_WORDS),
+            fleet_only: FleetOnlyShape {
+                capacity: if settings.fleet { (settings.max_services * COUNTERS_PER_SERVICE) as usize } else { 0 },
+                max_key_length,
+                span: Self::ring(settings).len() as usize,
+            },
         }
     }
 
@@ -194,7 +207,7 @@ impl Layout {
         Regions {
             settings,
             ring_buckets: Self::ring(settings).len(),
-            words: [layout.counters.words(), layout.statuses.words()],
+            words: [layout.counters.words(), layout.statuses.words(), layout.fleet_only.words()],
         }
     }
 
@@ -208,10 +221,11 @@ impl Layout {
     }
 
     /// Shared memory one Ganesha service takes: its three counters and its status, with their
-    /// share of the headroom.
+    /// share of the headroom; in fleet mode, and its share of the fleet-only region.
     pub fn bytes_per_service(&self) -> usize {
         let slot_bytes = |shape: &Shape| shape.slots * shape.slot_words() * 8;
-        (slot_bytes(&self.counters) + slot_bytes(&self.statuses)) / self.settings.max_services as usize
+        (slot_bytes(&self.counters) + slot_bytes(&self.statuses) + self.fleet_only.words() * 8)
+            / self.settings.max_services as usize
     }
 }
 
@@ -235,6 +249,8 @@ pub struct Store<'a> {
     ring: Ring,
     /// Fleet mode: the first payload word of the fleet's ring in every counter slot.
     fleet_ring: Option<usize>,
+    /// Fleet mode: the fleet-only region: the services this host has not counted.
+    fleet_only: Option<FleetOnly<'a>>,
 }
 
 /// A counter's own buckets, as the fleet sidecar publishes them.
@@ -262,13 +278,14 @@ impl<'a> Store<'a> {
             statuses: Table::new(segment.region(1), layout.statuses, seed, checks, stats, init_status),
             ring: Layout::ring(layout.settings),
             fleet_ring: layout.settings.fleet.then(|| RING + Layout::ring(layout.settings).len() as usize),
+            fleet_only: layout.settings.fleet.then(|| FleetOnly::new(segment.region(2), layout.fleet_only, seed)),
         }
     }
 
     /// A store over two tables built elsewhere (the model checker, and tests).
     #[cfg(any(test, loom))]
     pub fn from_tables(counters: Table<'a>, statuses: Table<'a>, ring: Ring) -> Self {
-        Self { counters, statuses, ring, fleet_ring: None }
+        Self { counters, statuses, ring, fleet_ring: None, fleet_only: None }
     }
 
     /// How many LIVE counter slots hold `key`.
@@ -400,13 +417,20 @@ impl<'a> Store<'a> {
 
     /// The events of `key` in the window at `now`: this host's, and those the fleet's other
     /// hosts published at the sidecar's last sync (0 without fleet mode). Both rings are read
-    /// at the same buckets, so the fleet's events leave the window as this host's do.
+    /// at the same buckets, so the fleet's events leave the window as this host's do. The
+    /// fleet-only region is read too: it holds the key while this host has not counted it, and for
+    /// the sync or so that both hold it (its first count here), the larger is the fleet's, as
+    /// both are the same hosts' counts read at two syncs.
     pub fn load_with_fleet(&self, key: &[u8], window: &Window, now: u64) -> Result<(u64, u64), StoreError> {
         let Some(fleet_ring) = self.fleet_ring else {
             return Ok((self.load(key, window, now)?, 0));
         };
+        let fleet_only = || match &self.fleet_only {
+            Some(region) if !region.is_empty() => region.load(key, window.bucket_duration(), window.buckets_at(now)),
+            _ => None,
+        };
         let Some(entry) = self.find(TableKind::Counters, key)? else {
-            return Ok((0, 0));
+            return Ok((0, fleet_only().unwrap_or(0)));
         };
         let generation = BucketWord::generation_of(entry.generation());
         let (own, fleet) = (&entry.payload()[RING..], &entry.payload()[fleet_ring..]);
@@ -424,6 +448,12 @@ impl<'a> Store<'a> {
             };
             (own_sum + count(own), fleet_sum + count(fleet))
         }))
+        .map(|(own, fleet)| (own, fleet_only().map_or(fleet, |only| only.max(fleet))))
+    }
+
+    /// Fleet mode: the fleet-only region: the services this host has not counted.
+    pub fn fleet_only(&self) -> Option<&FleetOnly<'a>> {
+        self.fleet_only.as_ref()
     }
 
     /// Fleet mode: the payload word of a counter slot holding its [`FleetWindow`].
@@ -1190,7 +1220,10 @@ mod tests {
         let layout = Layout::new(settings);
         // 1264 bytes as without fleet mode, a ring of 122 words more and the window's word
         assert_eq!(layout.counters.slot_words() * 8, 1264 + 123 * 8);
-        assert_eq!(layout.bytes_per_service(), 10536);
+        // and the fleet-only region: for each of its three counters, in each of its two halves,
+        // two index words and an entry (3 words, the key's 20 and 61 of counts): 4,128 bytes
+        assert_eq!(layout.fleet_only.words(), 1 + 2 * (2 + 1024 * 3 * (2 + 3 + 20 + 61)));
+        assert_eq!(layout.bytes_per_service(), 10536 + 4128);
     }
 
     #[test]
@@ -1238,6 +1271,39 @@ mod tests {
         store.write_fleet_buckets(b"fresh", now, now + 100, fleet_window, &fleet, true).unwrap();
         assert_eq!(store.load_with_fleet(b"fresh", &window, now).unwrap(), (0, 5));
         assert!(store.own_buckets(now).iter().all(|own| own.key != b"fresh"), "nothing of its own to publish");
+    }
+
+    #[test]
+    fn a_load_reads_the_fleet_only_counts_of_a_key_this_host_has_not_counted_and_the_larger_once_it_did() {
+        use crate::fleet_only::FleetOnlyEntry;
+        let segment = fleet_segment(4);
+        let store = Store::new(&segment);
+        let (window, other) = (window(60, Some(10)), window(60, Some(5)));
+        let now = 1_000_000;
+        let current = window.bucket_at(now);
+        let region = store.fleet_only().expect("fleet mode has a fleet-only region");
+        let entry = |counts: Vec<u64>| FleetOnlyEntry {
+            key: b"k".to_vec(),
+            bucket_duration: 10,
+            first_bucket: current - 6,
+            counts,
+        };
+        // Another host's 2 events a window and a bucket ago (out of it), 3 in it, 4 now.
+        region.publish(&[entry(vec![2, 3, 0, 0, 0, 0, 4])]);
+        assert_eq!(store.load_with_fleet(b"k", &window, now).unwrap(), (0, 7));
+        assert_eq!(store.counter_holders(b"k"), 0, "the region takes no slot");
+        assert_eq!(store.load_with_fleet(b"k", &other, now).unwrap(), (0, 0), "buckets of another duration");
+
+        // This host counts it: its ring, once the sidecar wrote it, and the region are the same
+        // hosts' counts at two syncs: the larger, never the sum.
+        store.increment(b"k", &window, now).unwrap();
+        assert_eq!(store.load_with_fleet(b"k", &window, now).unwrap(), (1, 7));
+        let mut ring = vec![None; store.ring_len()];
+        ring[RING_OF_TESTS.position(current).0] = Some((RING_OF_TESTS.position(current).1, 9));
+        store.write_fleet_buckets(b"k", now, now + 100, FleetWindow::of(&window), &ring, true).unwrap();
+        assert_eq!(store.load_with_fleet(b"k", &window, now).unwrap(), (1, 9));
+        region.publish(&[]);
+        assert_eq!(store.load_with_fleet(b"k", &window, now).unwrap(), (1, 9));
     }
 
     #[test]

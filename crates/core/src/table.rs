@@ -235,7 +235,7 @@ fn le_word(chunk: &[u8]) -> u64 {
 
 /// A keyed 64-bit hash of a byte string: one multiply per 8 bytes, then a full avalanche.
 /// Collisions only lengthen probes; keys are always compared byte for byte.
-fn hash(seed: u64, bytes: &[u8]) -> u64 {
+pub(crate) fn hash(seed: u64, bytes: &[u8]) -> u64 {
     let mut h = seed ^ (bytes.len() as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
     for chunk in bytes.chunks(8) {
         h = (h ^ le_word(chunk)).wrapping_mul(0xbf58_476d_1ce4_e5b9);

@@ -19,7 +19,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use ganesha_shm_core::fleet::host_id_text;
-use ganesha_shm_core::fleet::{monotonic_ms, SyncState};
+use ganesha_shm_core::fleet::{self, monotonic_ms, SyncState};
 use ganesha_shm_core::segment::{guard, Refusal, Segment};
 use ganesha_shm_core::store::{Layout, Store};
 
@@ -194,6 +194,7 @@ fn run(config: Config) -> ExitCode {
             segment.fleet_sequence(),
             // Relaxed: see `Segment::fleet_reset_at`; an older time dates the reset at this sync.
             segment.fleet_reset_at().load(Ordering::Relaxed),
+            fleet::noted_window(segment.fleet_window_noted()),
             now,
         ) {
             Ok(report) if !report.complete => {
@@ -370,6 +371,9 @@ struct Events {
     ahead_logged: bool,
     /// Whether the line on calls refused as late was logged.
     stale_logged: bool,
+    /// Whether the line on a fleet-only region too small was logged, since the last sync whose
+    /// region held every service.
+    fleet_only_full_logged: bool,
     limiter: Limiter,
 }
 
@@ -414,6 +418,18 @@ impl Events {
                 );
                 self.limiter.log(&line);
             }
+        }
+        if report.fleet_only_left_out > 0 && !self.fleet_only_full_logged {
+            // Whoever can write Redis can name services: rate-limited, and once until the region
+            // holds all again.
+            self.fleet_only_full_logged = true;
+            self.limiter.log(&format!(
+                "the fleet counts {} services this host has not counted, more than its segment holds for them (the ganesha_shm.max_services of its segment): it sees the {} in the most trouble, and decides alone for the others",
+                report.fleet_only + report.fleet_only_left_out,
+                report.fleet_only
+            ));
+        } else if report.fleet_only_left_out == 0 {
+            self.fleet_only_full_logged = false;
         }
         if report.rejected > 0 && !self.ahead_logged {
             self.ahead_logged = true;

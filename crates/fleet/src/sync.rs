@@ -2,14 +2,14 @@
 //! shard (a shard it publishes whole, at its first sync or after Redis lost it, goes in a round
 //! trip of its own; a call Redis refused as late goes again once):
 //!
-//! 1. for each shard of the services this host counts, the buckets whose counts changed since
-//!    the last sync, sent to `sync.lua` (one call per shard, see `fleet::SHARDS`), which sets
+//! 1. for each shard (every one: see the fleet-only region below), the buckets of this host's counts
+//!    that changed since the last sync, sent to `sync.lua` (one call per shard, see `fleet::SHARDS`), which sets
 //!    this host's counts of each and moves the fleet's sums by the difference, and returns the
 //!    sums of the buckets that changed since this host last read them;
 //! 2. beside it, this host's mark in the fleet's set of live hosts, and its name's.
 //!
-//! Then it writes, for each counter of those services, the fleet's sums less what this host
-//! published into the segment's fleet ring. What a sync costs depends on this host's services
+//! Then it writes, for each counter of this host's services, the fleet's sums less what this host
+//! published into the segment's fleet ring, and the other services' into the fleet-only region. What a sync costs depends on this host's services
 //! and what changed in them, never on how many hosts the fleet has: no host's data is read but
 //! the sums.
 //!
@@ -33,15 +33,18 @@
 //! it, and the sidecar writes the fleet's failure and this host's grant into the segment
 //! (`Store::write_fleet_trial`), where the adapter's claim checks them.
 //!
-//! A host keeps the fleet's counts only for the services it counts itself (with events of its
-//! own in the buckets its window may still read): the fleet's data never takes a slot for a
-//! service this host does not use, so its own services always come first. A host decides alone
-//! for a service it has not counted yet; from the sync after its first event, with the fleet.
+//! A host keeps the fleet's counts in its counters' slots only for the services it counts itself
+//! (with events of its own in the buckets its window may still read); those of every other
+//! service of the fleet go into the segment's fleet-only region (`FleetOnly`), a region of its own, so that
+//! the fleet's data never takes a slot of this host's services: the sync reads every shard, and
+//! writes the region, in the window the adapters noted, the services in the most trouble first
+//! when they do not all fit.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use ganesha_shm_core::fleet::{self, Bucket, CLOCK_BOUND_S, MAX_COUNT};
+use ganesha_shm_core::fleet_only::FleetOnlyEntry;
 use ganesha_shm_core::store::{FleetWindow, Store, TableKind};
 use redis::{Cmd, Value};
 
@@ -59,6 +62,10 @@ const LONGEST_READ: u64 = ganesha_shm_core::window::MAX_BUCKETS + 2;
 /// Seconds after a service's last rejection here that this host follows the fleet's trial of it:
 /// a circuit open for longer rejects at every request it gets.
 const TRIAL_FOLLOWED_S: u64 = 10;
+
+/// The longest bucket duration the fleet-only services are read in, in seconds, when no window of this
+/// host says (a day: a bucket is a sixtieth of a time window unless the adapter is given one).
+const MAX_DURATION_S: u64 = 86_400;
 
 /// A sequence past this is not one this sidecar made (the segment's word was written by
 /// someone else): it starts again from 1, and Redis says where to go on from.
@@ -79,6 +86,11 @@ pub struct Report {
     pub hosts: usize,
     /// Counters whose fleet ring this sync wrote other hosts' counts into.
     pub written: usize,
+    /// Services of the fleet-only region: those this host sees only through the fleet.
+    pub fleet_only: usize,
+    /// Services of the fleet this host has not counted, and left out of its fleet-only region for want of
+    /// room (those in the least trouble).
+    pub fleet_only_left_out: usize,
     /// Shards whose key is not a hash (not ganesha-shm's data): their services decide alone.
     pub foreign: Vec<Vec<u8>>,
     /// Keys holding rows that are not counts, with how many were left out.
@@ -110,6 +122,9 @@ pub struct Report {
 
 /// By service, its three counts: successes, failures, rejections (in `--suffixes` order).
 type Counts = HashMap<Vec<u8>, [u64; 3]>;
+
+/// A service's counts in each bucket of a range, by counter (in `--suffixes` order).
+type BucketCounts = [Vec<u64>; 3];
 
 /// What the sidecar keeps of one bucket of a shard.
 #[derive(Default)]
@@ -230,6 +245,9 @@ pub struct Syncer {
     clock_ahead_s: i64,
     /// The same in milliseconds: what a reset is dated and taken by.
     clock_ahead_ms: i64,
+    /// The bucket durations the last sync read sums of: a sync that reads one more reads every
+    /// shard whole, since the sums of that duration that did not change are not sent otherwise.
+    durations_read: BTreeSet<u64>,
 }
 
 impl Syncer {
@@ -249,6 +267,7 @@ impl Syncer {
             redis_time: 0,
             clock_ahead_s: 0,
             clock_ahead_ms: 0,
+            durations_read: BTreeSet::new(),
         }
     }
 
@@ -269,6 +288,7 @@ impl Syncer {
         self.pending_resets.clear();
         self.fleet_resets.clear();
         self.rings_written.clear();
+        self.durations_read.clear();
     }
 
     /// A new connection: what Redis holds is checked again at the next call of each shard (the
@@ -286,12 +306,12 @@ impl Syncer {
     }
 
     /// For each bucket duration this host reads, how long after its start it reads a bucket,
-    /// on Redis's clock: its longest window of that duration and a bucket, how far its clock is
-    /// behind Redis's, and the margin.
-    fn readers(&self, observed: &Observed) -> BTreeMap<u64, u64> {
+    /// on Redis's clock: its longest window of that duration (the fleet-only services' included) and a bucket,
+    /// how far its clock is behind Redis's, and the margin.
+    fn readers(&self, observed: &Observed, fleet_only: Option<FleetWindow>) -> BTreeMap<u64, u64> {
         let lag = u64::try_from(-self.clock_ahead_s).unwrap_or(0).min(CLOCK_BOUND_S);
         let mut readers = BTreeMap::new();
-        for window in observed.windows.values().flatten().map(|(_, window)| window) {
+        for window in observed.windows.values().flatten().map(|(_, window)| window).chain(fleet_only.as_ref()) {
             let seconds = window.lifetime() + lag + self.margin();
             let entry = readers.entry(window.bucket_duration).or_insert(0);
             *entry = seconds.max(*entry);
@@ -356,23 +376,39 @@ impl Syncer {
     /// One sync at unix time `now` (seconds, this host's clock); `sequence` is the segment's
     /// word of the sidecar's sequence (`Segment::fleet_sequence`), `reset_at_ms` the time of its
     /// latest reset (`Segment::fleet_reset_at`).
+    /// `noted` is the window the adapters noted (`Segment::fleet_window_noted`).
     pub fn sync(
         &mut self,
         link: &mut Link,
         store: &Store<'_>,
         sequence: &AtomicU64,
         reset_at_ms: u64,
+        noted: Option<FleetWindow>,
         now: u64,
     ) -> redis::RedisResult<Report> {
         let mut report = Report { complete: true, ..Report::default() };
         let observed = self.observe(store, now, reset_at_ms);
         report.services = observed.windows.len();
-        let readers = self.readers(&observed);
+        let fleet_only_window =
+            store.fleet_only().and_then(|region| self.fleet_only_window(noted, &observed, region.shape().span));
+        let readers = self.readers(&observed, fleet_only_window);
+        // A duration read for the first time: its sums that did not change since the version
+        // this host holds would not come, so every shard is read whole.
+        if readers.keys().any(|duration| !self.durations_read.contains(duration)) {
+            for shard in self.shards.values_mut() {
+                shard.whole = true;
+            }
+        }
+        self.durations_read = readers.keys().copied().collect();
 
         // The shards of the services this host counts, and of those it reset: each called at
         // most twice (again when Redis lost it, or refused the call as late).
         self.trials_asked = self.trials_asked_of(store, &observed, now);
         let mut todo: BTreeSet<u32> = observed.counts.keys().copied().collect();
+        // With a fleet-only region, every shard: the services this host has not counted are in any of them.
+        if store.fleet_only().is_some() {
+            todo.extend(0..fleet::SHARDS);
+        }
         todo.extend(self.pending_resets.keys().map(|service| fleet::shard_of(service)));
         todo.extend(self.trials_asked.keys().map(|service| fleet::shard_of(service)));
         let mut calls: HashMap<u32, u8> = HashMap::new();
@@ -425,7 +461,37 @@ impl Syncer {
         self.take_resets(store, &readers, now, &mut report);
         self.write_rings(store, &observed, now, &mut report);
         self.write_trials(store, &mut report);
+        if let Some(window) = fleet_only_window {
+            self.write_fleet_only(store, &observed, window, now, &mut report);
+        }
         Ok(report)
+    }
+
+    /// The window the fleet-only services are read in: the one the adapters noted; before any did (no
+    /// request yet), the one most of this host's counters are counted in; before any counted,
+    /// the shortest bucket duration the fleet counts in, with the longest window a ring holds
+    /// (`span`, less the two buckets beyond the window), so that a host that just joined sees
+    /// the fleet's services before its first request.
+    fn fleet_only_window(&self, noted: Option<FleetWindow>, observed: &Observed, span: usize) -> Option<FleetWindow> {
+        if noted.is_some() {
+            return noted;
+        }
+        let mut counted: HashMap<FleetWindow, usize> = HashMap::new();
+        for window in observed.windows.values().flatten().map(|(_, window)| window) {
+            *counted.entry(*window).or_default() += 1;
+        }
+        if let Some((window, _)) = counted.into_iter().max_by_key(|&(window, count)| (count, window.bucket_duration)) {
+            return Some(window);
+        }
+        // A duration Redis told of is anybody's data: one no window has is not read.
+        let told = self
+            .shards
+            .values()
+            .flat_map(|shard| shard.told.iter())
+            .filter(|&&d| (1..=MAX_DURATION_S).contains(&d))
+            .min()
+            .copied()?;
+        Some(FleetWindow { bucket_duration: told, window_buckets: span.saturating_sub(2).max(1) as u64 })
     }
 
     /// The fleet's trials this host follows: those of the services whose circuit rejected a
@@ -887,32 +953,44 @@ impl Syncer {
         self.fleet_resets.retain(|_, reset| (reset.at / 1000).saturating_add(longest) >= redis_now);
     }
 
+    /// The fleet's latest reset of `service` at `now_ms`, as the sums read: the second it fell
+    /// in on this host's clock, whether the bucket it fell in is still settling
+    /// ([`Syncer::settling_ms`]), and whether it settled only lately (it comes back).
+    fn reset_of(&self, service: &[u8], now_ms: u64) -> Option<(u64, bool, bool)> {
+        self.fleet_resets.get(service).map(|reset| {
+            let settled_ms = reset.learned_ms + self.settling_ms();
+            (self.reset_through(reset.at), now_ms < settled_ms, now_ms < settled_ms + self.settling_ms())
+        })
+    }
+
+    /// What the other hosts counted of `service`'s `counter` in `bucket`: the fleet's sum less
+    /// what this host published. The buckets that ended before the fleet's latest reset of the
+    /// service (`reset`, see [`Syncer::reset_of`]) read as 0: their sums hold what was counted
+    /// before it, by hosts that have not taken it yet (their sidecar down) too. The bucket it fell
+    /// in reads as 0 until every live host has taken it; then its sums are what was counted
+    /// after it.
+    fn others_counted(&self, service: &[u8], reset: Option<(u64, bool, bool)>, bucket: Bucket, counter: usize) -> u64 {
+        if let Some((through, settling, _)) = reset {
+            if bucket.start + bucket.duration <= through || (settling && bucket.start <= through) {
+                return 0;
+            }
+        }
+        let shard = self.shards.get(&fleet::shard_of(service));
+        let Some(state) = shard.and_then(|shard| shard.buckets.get(&bucket)) else { return 0 };
+        let sum = state.sums.get(service).map_or(0, |counts| counts[counter]);
+        let own = state.own.get(service).map_or(0, |counts| counts[counter]);
+        sum.saturating_sub(own)
+    }
+
     /// The other hosts' counts into the fleet rings of the services this host counts.
     fn write_rings(&mut self, store: &Store<'_>, observed: &Observed, now: u64, report: &mut Report) {
+        let now_ms = unix_now_ms();
+        let mut marks = Vec::new();
         for (service, counters) in &observed.windows {
             let window = counters[0].1;
             let next = window.bucket_at(now) + 1;
-            let shard = self.shards.get(&fleet::shard_of(service));
-            // The buckets that ended before the fleet's latest reset of the service read as 0:
-            // their sums hold what was counted before it, by hosts that have not taken it yet (their
-            // sidecar down) too. The bucket it fell in reads as 0 until every live host has taken
-            // it ([`Syncer::settling_ms`]); then its sums are what was counted after it.
-            let now_ms = unix_now_ms();
-            let reset = self.fleet_resets.get(service).map(|reset| {
-                let settled_ms = reset.learned_ms + self.settling_ms();
-                (self.reset_through(reset.at), now_ms < settled_ms, now_ms < settled_ms + self.settling_ms())
-            });
-            let sum_of = |bucket: Bucket, counter: usize| -> u64 {
-                if let Some((through, settling, _)) = reset {
-                    if bucket.start + bucket.duration <= through || (settling && bucket.start <= through) {
-                        return 0;
-                    }
-                }
-                let Some(state) = shard.and_then(|shard| shard.buckets.get(&bucket)) else { return 0 };
-                let sum = state.sums.get(service).map_or(0, |counts| counts[counter]);
-                let own = state.own.get(service).map_or(0, |counts| counts[counter]);
-                sum.saturating_sub(own)
-            };
+            let reset = self.reset_of(service, now_ms);
+            let sum_of = |bucket: Bucket, counter: usize| self.others_counted(service, reset, bucket, counter);
             // Around the end of a reset's settling, a bucket it hid comes back: written again.
             let unchanged = !reset.is_some_and(|(_, _, recent)| recent)
                 && self.rings_written.get(service).is_some_and(|&written| {
@@ -926,7 +1004,7 @@ impl Syncer {
                             (0..3).all(|counter| sum_of(bucket, counter) == 0)
                         })
                 });
-            self.rings_written.insert(service.clone(), next);
+            marks.push((service.clone(), next));
             if unchanged {
                 continue;
             }
@@ -953,6 +1031,76 @@ impl Syncer {
                 }
             }
         }
+        self.rings_written.extend(marks);
+    }
+
+    /// The other hosts' counts of the services this host has not counted, in `window`, into the
+    /// segment's fleet-only region (`FleetOnly`), where a load reads them as it reads a counter's
+    /// fleet ring. Its room is the region's own, never the counters': when the fleet
+    /// has more services than it holds, those kept are those in the most trouble, rejected
+    /// somewhere (a circuit open), then with the most failures, then the busiest.
+    fn write_fleet_only(
+        &mut self,
+        store: &Store<'_>,
+        observed: &Observed,
+        window: FleetWindow,
+        now: u64,
+        report: &mut Report,
+    ) {
+        let Some(region) = store.fleet_only() else { return };
+        let now_ms = unix_now_ms();
+        let duration = window.bucket_duration;
+        let (mut range, span) = (store.ring_range(window, now).map(|(number, _)| number), region.shape().span);
+        let Some(first) = range.next() else { return };
+        let last = range.last().unwrap_or(first);
+        // By service: its counts in each bucket of the range, by counter. Only the buckets Redis
+        // holds sums of are visited: a sync's work grows with what the fleet counted, not with
+        // the window.
+        let mut counted: BTreeMap<&[u8], BucketCounts> = BTreeMap::new();
+        for shard in self.shards.values() {
+            for (bucket, state) in &shard.buckets {
+                let number = bucket.start / duration;
+                if bucket.duration != duration || bucket.start % duration != 0 || !(first..=last).contains(&number) {
+                    continue;
+                }
+                let at = (number - first) as usize;
+                for service in state.sums.keys().filter(|service| !observed.windows.contains_key(*service)) {
+                    let reset = self.reset_of(service, now_ms);
+                    let counts = counted.entry(service).or_insert_with(|| std::array::from_fn(|_| vec![0; span]));
+                    for (counter, counts) in counts.iter_mut().enumerate() {
+                        counts[at] = self.others_counted(service, reset, *bucket, counter);
+                    }
+                }
+            }
+        }
+        // How each ranks: rejected somewhere first, then by failures, then by requests.
+        let mut seen: Vec<([u64; 3], &[u8], BucketCounts)> = Vec::new();
+        for (service, counts) in counted {
+            let [successes, failures, rejections]: [u64; 3] =
+                std::array::from_fn(|counter| counts[counter].iter().sum());
+            if successes + failures + rejections > 0 {
+                seen.push(([u64::from(rejections > 0), failures, successes + failures + rejections], service, counts));
+            }
+        }
+        seen.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(b.1)));
+        let services = region.shape().capacity / self.config.suffixes.len();
+        report.fleet_only = seen.len().min(services);
+        report.fleet_only_left_out = seen.len() - report.fleet_only;
+        let entries: Vec<FleetOnlyEntry> = seen
+            .into_iter()
+            .take(services)
+            .flat_map(|(_, service, counts)| {
+                self.config.suffixes.iter().zip(counts).map(move |(suffix, counts)| FleetOnlyEntry {
+                    key: [service, &suffix[..]].concat(),
+                    bucket_duration: window.bucket_duration,
+                    first_bucket: first,
+                    counts,
+                })
+            })
+            .collect();
+        // Written at every sync, even unchanged: whatever someone wrote into the region
+        // lasts until the next at most.
+        region.publish(&entries);
     }
 }
 

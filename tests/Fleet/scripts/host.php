@@ -11,9 +11,11 @@
  *   {"op":"reset","service":S}  the adapter's resetService()
  *   {"op":"reset_all"}  the adapter's reset()
  *   {"op":"snapshot"}  the adapter's snapshot(), ganesha_shm_info() and hrtime in ms
+ *   {"op":"metrics"}   the adapter's metrics()
  *   {"op":"sockets"}   the sockets this process has open
  * Argument: the Ganesha settings as JSON (timeWindow, failureRateThreshold, minimumRequests,
- * intervalToHalfOpen).
+ * intervalToHalfOpen; with "lazy": true, Ganesha is built at the first command that uses it, as a
+ * php-fpm worker builds it at its first request, and the snapshot is empty until then).
  */
 
 declare(strict_types=1);
@@ -27,17 +29,27 @@ if ($missing !== null) {
 
 $settings = json_decode($_SERVER['argv'][1], true, 8, JSON_THROW_ON_ERROR);
 $adapter = new \Zeusi\GaneshaShmAdapter\SlidingTimeWindowShm();
-$ganesha = \Ackintosh\Ganesha\Builder::withRateStrategy()
-    ->adapter($adapter)
-    ->timeWindow($settings['timeWindow'])
-    ->failureRateThreshold($settings['failureRateThreshold'])
-    ->minimumRequests($settings['minimumRequests'])
-    ->intervalToHalfOpen($settings['intervalToHalfOpen'])
-    ->build();
+$ganesha = null;
 $events = [];
-$ganesha->subscribe(function (string $event, string $service) use (&$events): void {
-    $events[] = [$event, $service];
-});
+$build = static function () use ($adapter, $settings, &$ganesha, &$events): \Ackintosh\Ganesha {
+    if ($ganesha === null) {
+        $ganesha = \Ackintosh\Ganesha\Builder::withRateStrategy()
+            ->adapter($adapter)
+            ->timeWindow($settings['timeWindow'])
+            ->failureRateThreshold($settings['failureRateThreshold'])
+            ->minimumRequests($settings['minimumRequests'])
+            ->intervalToHalfOpen($settings['intervalToHalfOpen'])
+            ->build();
+        $ganesha->subscribe(function (string $event, string $service) use (&$events): void {
+            $events[] = [$event, $service];
+        });
+    }
+
+    return $ganesha;
+};
+if (!($settings['lazy'] ?? false)) {
+    $build();
+}
 
 $timed = static function (callable $call): array {
     $started = hrtime(true);
@@ -49,6 +61,9 @@ $timed = static function (callable $call): array {
 while (($line = fgets(STDIN)) !== false) {
     $command = json_decode($line, true, 8, JSON_THROW_ON_ERROR);
     $service = $command['service'] ?? '';
+    if (!in_array($command['op'], ['snapshot', 'events', 'sockets'], true)) {
+        $build();
+    }
     $reply = match ($command['op']) {
         'record' => (function () use ($ganesha, $service, $command, $timed): array {
             $slowest = 0.0;
@@ -84,12 +99,14 @@ while (($line = fgets(STDIN)) !== false) {
 
             return ['reset' => true];
         })(),
-        'snapshot' => ['snapshot' => $adapter->snapshot(), 'info' => ganesha_shm_info(), 'now_ms' => intdiv(hrtime(true), 1_000_000)],
+        'snapshot' => ['snapshot' => $ganesha === null ? [] : $adapter->snapshot(), 'info' => ganesha_shm_info(), 'now_ms' => intdiv(hrtime(true), 1_000_000)],
+        'metrics' => ['metrics' => $adapter->metrics()],
         'events' => ['events' => $events],
         'sockets' => ['sockets' => count(array_filter(
             scandir('/proc/self/fd') ?: [],
             fn (string $fd) => str_starts_with((string) @readlink("/proc/self/fd/{$fd}"), 'socket:')
         ))],
     };
-    echo json_encode($reply, JSON_THROW_ON_ERROR), "\n";
+    // Service names are bytes: one a segment's writer garbled is answered, not an error.
+    echo json_encode($reply, JSON_THROW_ON_ERROR | JSON_INVALID_UTF8_SUBSTITUTE), "\n";
 }
