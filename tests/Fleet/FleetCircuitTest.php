@@ -61,7 +61,7 @@ final class FleetCircuitTest extends FleetTestCase
      * A host with room for 4 services, in a fleet of 12: its fleet-only region keeps the 4 in the most trouble
      * (the 2 tripped first), and its own new service still counts every event and trips.
      */
-    public function testAHostWithLittleRoomKeepsItForItsOwnServicesAndViewsTheFleetsInTheMostTrouble(): void
+    public function testAHostWithLittleRoomKeepsItForItsOwnServicesAndSeesTheFleetsInTheMostTrouble(): void
     {
         [$h1, $h2, $small] = $this->startHosts(3, self::GANESHA, ini: ['h3' => ['ganesha_shm.max_services' => 4]]);
         $tripped = [self::service('tripped'), self::service('tripped')];

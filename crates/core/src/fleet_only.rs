@@ -4,16 +4,16 @@
 //! A region of its own, apart from the counter table, so that the fleet's services never take a
 //! slot of this host's own, whatever Redis holds: the host's own room stays its own, and the
 //! table's lock-free protocol stays as it is. The sidecar is the only writer; every PHP process
-//! only reads. So there is no claim to take over and nothing a reader holds: a reader stopped
-//! for any time, or killed, leaves nothing behind.
+//! only reads. So there is no claim to take over and nothing a reader holds: a reader stopped for
+//! any time, or killed, leaves nothing behind.
 //!
 //! The region holds two halves, each holding every fleet-only service, and a control word naming
 //! the half readers read. The sidecar writes the other half and then names it, so that readers
-//! never see a half half written. Each half has a sequence word, odd while the sidecar writes it, which a reader
-//! reads before and after its reads (a sequence lock, as crossbeam's `AtomicCell` keeps one): a
-//! reader stalled across two syncs, whose half was written again meanwhile, sees the sequence
-//! moved and reads again; after [`MAX_READS`] tries it sees nothing there, and decides alone as a
-//! host without the fleet does.
+//! never see a half half written. Each half has a sequence word, odd while the sidecar writes it,
+//! which a reader reads before and after its reads (a sequence lock, as crossbeam's `AtomicCell`
+//! keeps one): a reader stalled across two syncs, whose half was written again meanwhile, sees
+//! the sequence moved and reads again; after [`MAX_READS`] tries it sees nothing there, and
+//! decides alone as a host without the fleet does.
 //!
 //! A half: `[sequence][entries][index: 2 × capacity words][entries: capacity × entry words]`.
 //! * An index word is `[fingerprint: 32][entry + 1: 32]`, 0 for none, placed by linear probing
@@ -111,8 +111,9 @@ fn ident(key: &[u8], hash: u64) -> u64 {
 }
 
 impl<'a> FleetOnly<'a> {
-    /// The fleet-only services over `words`, which must be `shape.words()` long (the segment's region); `seed`
-    /// keys the hash, as the tables' (a host's Redis data cannot aim at long probes).
+    /// The fleet-only services over `words`, which must be `shape.words()` long (the segment's
+    /// region); `seed` keys the hash, as the tables' (a host's Redis data cannot aim at long
+    /// probes).
     pub fn new(words: &'a [AtomicU64], shape: FleetOnlyShape, seed: u64) -> Self {
         assert_eq!(words.len(), shape.words(), "the region is laid out for this shape");
         Self { words, shape, seed }

@@ -16,8 +16,8 @@
 //!   beyond the configured mode, and a header that matches this build and these settings.
 //!
 //! Everything in the segment is a 64-bit word accessed atomically: the header, then the counter
-//! table, the status table and, in fleet mode, the fleet-only region. This module hands out the words
-//! as `&[AtomicU64]`; it is the only place that turns the mapping into Rust references.
+//! table, the status table and, in fleet mode, the fleet-only region. This module hands out the
+//! words as `&[AtomicU64]`; it is the only place that turns the mapping into Rust references.
 
 use std::fmt;
 use std::fs::File;

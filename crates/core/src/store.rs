@@ -1,11 +1,12 @@
-//! The circuit store: what Ganesha's storage calls mean, over the two tables of the segment.
+//! The circuit store: what Ganesha's storage calls mean, over the two tables of the segment and,
+//! in fleet mode, its fleet-only region.
 //!
 //! * Counter keys (success, failure, rejection) map to a [`Ring`] of bucket words
 //!   (Rate strategy), a plain counter (Count strategy) and the last failure time. An increment
 //!   is one compare-and-swap on one word; a load sums the words of the buckets in the window.
 //! * Status keys map to a status with its expiry.
-//! * Fleet mode: the fleet-only region ([`FleetOnly`]) holds the other hosts' counts of the services
-//!   this host has not counted, which a load reads as it reads a counter's fleet ring.
+//! * Fleet mode: the fleet-only region ([`FleetOnly`]) holds the other hosts' counts of the
+//!   services this host has not counted, which a load reads as it reads a counter's fleet ring.
 //!
 //! This module also lays out the segment's regions ([`Layout`]): what a payload holds is the
 //! store's business, how slots are built the table's, and the segment only maps the regions.

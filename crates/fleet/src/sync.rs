@@ -2,30 +2,31 @@
 //! shard (a shard it publishes whole, at its first sync or after Redis lost it, goes in a round
 //! trip of its own; a call Redis refused as late goes again once):
 //!
-//! 1. for each shard (every one: see the fleet-only region below), the buckets of this host's counts
-//!    that changed since the last sync, sent to `sync.lua` (one call per shard, see `fleet::SHARDS`), which sets
-//!    this host's counts of each and moves the fleet's sums by the difference, and returns the
-//!    sums of the buckets that changed since this host last read them;
+//! 1. for each shard (every one: see the fleet-only region below), the buckets of this host's
+//!    counts that changed since the last sync, sent to `sync.lua` (one call per shard, see
+//!    `fleet::SHARDS`), which sets this host's counts of each and moves the fleet's sums by the
+//!    difference, and returns the sums of the buckets that changed since this host last read
+//!    them;
 //! 2. beside it, this host's mark in the fleet's set of live hosts, and its name's.
 //!
 //! Then it writes, for each counter of this host's services, the fleet's sums less what this host
-//! published into the segment's fleet ring, and the other services' into the fleet-only region. What a sync costs depends on this host's services
-//! and what changed in them, never on how many hosts the fleet has: no host's data is read but
-//! the sums.
+//! published into the segment's fleet ring, and the other services' into the fleet-only region.
+//! What a sync costs depends on this host's services and what changed in them, never on how many
+//! hosts the fleet has: no host's data is read but the sums.
 //!
 //! What the sidecar publishes of a bucket only grows: its clock may move so that it reads a
-//! bucket no longer (a step back puts it in the future, a step forward out of the window), and
-//! a count it can no longer read keeps what was published. A reset of the counter (the segment
+//! bucket no longer (a step back puts it in the future, a step forward out of the window), and a
+//! count it can no longer read keeps what was published. A reset of the counter (the segment
 //! counts them) is the one thing that lowers it, and the call says so.
 //!
-//! A reset is shared: a counter reset on this host (`reset()`, `resetService()`) is dated by
-//! the segment (`Segment::fleet_reset_at`), and the call says the time, on Redis's clock; Redis
-//! keeps the latest of each service, and every host that reads a reset newer than it knows takes
-//! what it counted of the service before it (`Store::clear_through`: counts, last failure time,
+//! A reset is shared: a counter reset on this host (`reset()`, `resetService()`) is dated by the
+//! segment (`Segment::fleet_reset_at`), and the call says the time, on Redis's clock; Redis keeps
+//! the latest of each service, and every host that reads a reset newer than it knows takes what
+//! it counted of the service before it (`Store::clear_through`: counts, last failure time,
 //! status), publishes its counts lowered, and reads no sum of the buckets that ended before it
-//! (nor, until every host has lowered its counts, of the bucket it fell in). A marker, not
-//! counts set to 0: applied again, or late, or by a host that joins later, it takes nothing
-//! counted since.
+//! (nor, until every host has lowered its counts, of the bucket it fell in). A marker, not counts
+//! set to 0: applied again, or late, or by a host that joins later, it takes nothing counted
+//! since.
 //!
 //! So is the half-open trial: for each service whose circuit rejects requests here, the call
 //! sends this host's last failure and whether it wants the trial; Redis keeps the fleet's latest
@@ -35,10 +36,10 @@
 //!
 //! A host keeps the fleet's counts in its counters' slots only for the services it counts itself
 //! (with events of its own in the buckets its window may still read); those of every other
-//! service of the fleet go into the segment's fleet-only region (`FleetOnly`), a region of its own, so that
-//! the fleet's data never takes a slot of this host's services: the sync reads every shard, and
-//! writes the region, in the window the adapters noted, the services in the most trouble first
-//! when they do not all fit.
+//! service of the fleet go into the segment's fleet-only region (`FleetOnly`), a region of its
+//! own, so that the fleet's data never takes a slot of this host's services: the sync reads every
+//! shard, and writes the region, in the window the adapters noted, the services in the most
+//! trouble first when they do not all fit.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -63,8 +64,9 @@ const LONGEST_READ: u64 = ganesha_shm_core::window::MAX_BUCKETS + 2;
 /// a circuit open for longer rejects at every request it gets.
 const TRIAL_FOLLOWED_S: u64 = 10;
 
-/// The longest bucket duration the fleet-only services are read in, in seconds, when no window of this
-/// host says (a day: a bucket is a sixtieth of a time window unless the adapter is given one).
+/// The longest bucket duration the fleet-only services are read in, in seconds, when no window of
+/// this host says (a day: a bucket is a sixtieth of a time window unless the adapter is given
+/// one).
 const MAX_DURATION_S: u64 = 86_400;
 
 /// A sequence past this is not one this sidecar made (the segment's word was written by
@@ -88,8 +90,8 @@ pub struct Report {
     pub written: usize,
     /// Services of the fleet-only region: those this host sees only through the fleet.
     pub fleet_only: usize,
-    /// Services of the fleet this host has not counted, and left out of its fleet-only region for want of
-    /// room (those in the least trouble).
+    /// Services of the fleet this host has not counted, and left out of its fleet-only region for
+    /// want of room (those in the least trouble).
     pub fleet_only_left_out: usize,
     /// Shards whose key is not a hash (not ganesha-shm's data): their services decide alone.
     pub foreign: Vec<Vec<u8>>,
@@ -305,9 +307,9 @@ impl Syncer {
         (self.config.interval * 2).as_secs() + 1
     }
 
-    /// For each bucket duration this host reads, how long after its start it reads a bucket,
-    /// on Redis's clock: its longest window of that duration (the fleet-only services' included) and a bucket,
-    /// how far its clock is behind Redis's, and the margin.
+    /// For each bucket duration this host reads, how long after its start it reads a bucket, on
+    /// Redis's clock: its longest window of that duration (the fleet-only services' included) and
+    /// a bucket, how far its clock is behind Redis's, and the margin.
     fn readers(&self, observed: &Observed, fleet_only: Option<FleetWindow>) -> BTreeMap<u64, u64> {
         let lag = u64::try_from(-self.clock_ahead_s).unwrap_or(0).min(CLOCK_BOUND_S);
         let mut readers = BTreeMap::new();
@@ -405,7 +407,8 @@ impl Syncer {
         // most twice (again when Redis lost it, or refused the call as late).
         self.trials_asked = self.trials_asked_of(store, &observed, now);
         let mut todo: BTreeSet<u32> = observed.counts.keys().copied().collect();
-        // With a fleet-only region, every shard: the services this host has not counted are in any of them.
+        // With a fleet-only region, every shard: the services this host has not counted are in
+        // any of them.
         if store.fleet_only().is_some() {
             todo.extend(0..fleet::SHARDS);
         }
@@ -467,11 +470,11 @@ impl Syncer {
         Ok(report)
     }
 
-    /// The window the fleet-only services are read in: the one the adapters noted; before any did (no
-    /// request yet), the one most of this host's counters are counted in; before any counted,
+    /// The window the fleet-only services are read in: the one the adapters noted; before any did
+    /// (no request yet), the one most of this host's counters are counted in; before any counted,
     /// the shortest bucket duration the fleet counts in, with the longest window a ring holds
-    /// (`span`, less the two buckets beyond the window), so that a host that just joined sees
-    /// the fleet's services before its first request.
+    /// (`span`, less the two buckets beyond the window), so that a host that just joined sees the
+    /// fleet's services before its first request.
     fn fleet_only_window(&self, noted: Option<FleetWindow>, observed: &Observed, span: usize) -> Option<FleetWindow> {
         if noted.is_some() {
             return noted;
@@ -994,8 +997,9 @@ impl Syncer {
             // Around the end of a reset's settling, a bucket it hid comes back: written again.
             let unchanged = !reset.is_some_and(|(_, _, recent)| recent)
                 && self.rings_written.get(service).is_some_and(|&written| {
-                    // The range moved on (not back, nor past the whole ring: a clock that stepped), and
-                    // the buckets it moved to hold no sum: they read as 0 as they are.
+                    // The range moved on (not back, nor past the whole ring: a clock that
+                    // stepped), and the buckets it moved to hold no sum: they read as 0 as they
+                    // are.
                     written <= next
                         && next - written <= store.ring_len() as u64
                         && (written + 1..=next).all(|number| {
