@@ -10,6 +10,35 @@ namespace Zeusi\GaneshaShmAdapter\Tests\Fleet;
 final class FleetCircuitTest extends FleetTestCase
 {
     /**
+     * Redis loses everything (FLUSHALL) while a host sees a service only through the fleet: its
+     * counts of it are never above what the hosts counted meanwhile, and are exact again once the
+     * hosts that count it published it again, the circuit rejecting there all along.
+     */
+    public function testAServiceSeenOnlyThroughTheFleetIsExactAgainAfterRedisLosesEverything(): void
+    {
+        [$h1, $h2, $h3] = $this->startHosts();
+        $service = self::service('flushed');
+        $h1->record($service, 3);
+        $h2->record($service, 3);
+        $this->waitForSyncs([$h1, $h2, $h3], $this->nowMs());
+        self::assertSame([6, true], [self::fleetCounts($h3, $service)['failures'] ?? null, $h3->snapshot()['snapshot'][$service]['fleet']['only'] ?? null]);
+
+        self::assertSame("OK\n", $this->redis->cli(['FLUSHALL'])['stdout']);
+        $seen = [];
+        $this->waitUntil(function () use ($h3, $service, &$seen): bool {
+            $failures = self::fleetCounts($h3, $service)['failures'] ?? 0;
+            self::assertLessThanOrEqual(6, $failures, 'never above what the hosts counted');
+            $seen[] = $failures;
+
+            return \count($seen) > 1 && $failures === 6 && ($h3->snapshot()['snapshot'][$service]['fleet']['only'] ?? false);
+        }, 'the service seen only through the fleet, exact again');
+        $this->waitForSyncs([$h1, $h2, $h3], $this->nowMs());
+        self::assertSame(6, self::fleetCounts($h3, $service)['failures']);
+        self::assertFalse($h3->snapshot()['snapshot'][$service]['admits'], 'rejecting');
+        self::report('FLUSHALL: the service seen only through the fleet exact again after ' . \count($seen) . ' views, never above');
+    }
+
+    /**
      * Two hosts trip a service between them; a third, which never counted it, rejects it on its
      * very first request, and shows it in snapshot() and metrics() as seen only through the fleet.
      */
