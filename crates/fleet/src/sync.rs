@@ -137,6 +137,16 @@ struct BucketState {
     own: Counts,
 }
 
+impl BucketState {
+    /// What the other hosts counted of `service`'s `counter` here: the fleet's sum less what
+    /// this host published.
+    fn others(&self, service: &[u8], counter: usize) -> u64 {
+        let sum = self.sums.get(service).map_or(0, |counts| counts[counter]);
+        let own = self.own.get(service).map_or(0, |counts| counts[counter]);
+        sum.saturating_sub(own)
+    }
+}
+
 /// What the sidecar keeps of a shard.
 #[derive(Default)]
 struct Shard {
@@ -973,16 +983,11 @@ impl Syncer {
     /// in reads as 0 until every live host has taken it; then its sums are what was counted
     /// after it.
     fn others_counted(&self, service: &[u8], reset: Option<(u64, bool, bool)>, bucket: Bucket, counter: usize) -> u64 {
-        if let Some((through, settling, _)) = reset {
-            if bucket.start + bucket.duration <= through || (settling && bucket.start <= through) {
-                return 0;
-            }
+        if hidden_by_reset(reset, bucket) {
+            return 0;
         }
         let shard = self.shards.get(&fleet::shard_of(service));
-        let Some(state) = shard.and_then(|shard| shard.buckets.get(&bucket)) else { return 0 };
-        let sum = state.sums.get(service).map_or(0, |counts| counts[counter]);
-        let own = state.own.get(service).map_or(0, |counts| counts[counter]);
-        sum.saturating_sub(own)
+        shard.and_then(|shard| shard.buckets.get(&bucket)).map_or(0, |state| state.others(service, counter))
     }
 
     /// The other hosts' counts into the fleet rings of the services this host counts.
@@ -1061,6 +1066,8 @@ impl Syncer {
         // holds sums of are visited: a sync's work grows with what the fleet counted, not with
         // the window.
         let mut counted: BTreeMap<&[u8], BucketCounts> = BTreeMap::new();
+        // By service, its latest reset (see `Syncer::reset_of`), looked up once.
+        let mut resets: HashMap<&[u8], Option<(u64, bool, bool)>> = HashMap::new();
         for shard in self.shards.values() {
             for (bucket, state) in &shard.buckets {
                 let number = bucket.start / duration;
@@ -1069,10 +1076,13 @@ impl Syncer {
                 }
                 let at = (number - first) as usize;
                 for service in state.sums.keys().filter(|service| !observed.windows.contains_key(*service)) {
-                    let reset = self.reset_of(service, now_ms);
+                    let reset = *resets.entry(service).or_insert_with(|| self.reset_of(service, now_ms));
+                    if hidden_by_reset(reset, *bucket) {
+                        continue;
+                    }
                     let counts = counted.entry(service).or_insert_with(|| std::array::from_fn(|_| vec![0; span]));
                     for (counter, counts) in counts.iter_mut().enumerate() {
-                        counts[at] = self.others_counted(service, reset, *bucket, counter);
+                        counts[at] = state.others(service, counter);
                     }
                 }
             }
@@ -1106,6 +1116,14 @@ impl Syncer {
         // lasts until the next at most.
         region.publish(&entries);
     }
+}
+
+/// Whether the fleet's latest reset of a service (`reset`, see [`Syncer::reset_of`]) hides
+/// `bucket`: one that ended before it, or the one it fell in while it settles.
+fn hidden_by_reset(reset: Option<(u64, bool, bool)>, bucket: Bucket) -> bool {
+    reset.is_some_and(|(through, settling, _)| {
+        bucket.start + bucket.duration <= through || (settling && bucket.start <= through)
+    })
 }
 
 /// What a call sent.
