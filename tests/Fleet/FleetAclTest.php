@@ -42,7 +42,7 @@ final class FleetAclTest extends FleetTestCase
         $lines = $this->assertRefusedHostsDecideAlone("redis://{$user}:{$password}@127.0.0.1:{$this->redis->port}", [], true);
         foreach ($lines as $name => $line) {
             self::assertStringContainsString("refused by redis://{$user}:***@127.0.0.1:{$this->redis->port}", $line, $name);
-            self::assertStringContainsString('fleet mode needs the right +hset, on the keys of its fleet such as ganesha-shm:3:{' . $this->fleet . ':', $line, "{$name}'s line names the missing right");
+            self::assertStringContainsString('fleet mode needs the right +hset, on the keys of its fleet such as ganesha-shm:4:{' . $this->fleet . ':', $line, "{$name}'s line names the missing right");
             self::assertStringNotContainsString($password, $line, $name);
         }
         self::report('ACL user without +hset: ' . \substr($lines['h1'], (int) \strpos($lines['h1'], 'refused by')));

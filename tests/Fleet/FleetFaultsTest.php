@@ -15,8 +15,8 @@ use Zeusi\GaneshaShmAdapter\Tests\Support\SkewedClock;
  * or duplicate host, data in Redis anyone may have written) never erases a host's counts, never
  * turns fleet mode off, never crowds a host's own services, and leaves nothing behind.
  *
- * Keys of format 3 start with `ganesha-shm:3:`, one hash per shard of the services
- * (`ganesha-shm:3:{<fleet>:<shard>}`); the tests find them with SCAN, or by the shard of a service.
+ * Keys of format 3 start with `ganesha-shm:4:`, one hash per shard of the services
+ * (`ganesha-shm:4:{<fleet>:<shard>}`); the tests find them with SCAN, or by the shard of a service.
  * Where a fault is written into Redis, it is written in the keys of version 1 too
  * (`ganesha-shm:{<fleet>:<service>}`, a field per host and counter, `1 <ring length> <kept until>
  * <position>:<lap>:<count> …`), which later formats ignore, so that each test also shows the fault

@@ -18,7 +18,7 @@ use Zeusi\GaneshaShmAdapter\Tests\Support\Unique;
  * (nothing counted twice), and that every view is exact again two intervals after the fault.
  *
  * Faults are written into Redis whatever the format of the fleet's keys (the shard hashes of
- * format 3, `ganesha-shm:3:{<fleet>:<shard>}`; the keys of each shard of format 2), so that each
+ * format 3, `ganesha-shm:4:{<fleet>:<shard>}`; the keys of each shard of format 2), so that each
  * test also shows the fault on a build of format 2.
  */
 final class FleetRedisFaultsTest extends FleetTestCase

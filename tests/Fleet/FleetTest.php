@@ -230,7 +230,7 @@ final class FleetTest extends FleetTestCase
         foreach ($keys as $key) {
             $ttl = (int) $this->redis->cli(['TTL', $key])['stdout'];
             self::assertGreaterThan(0, $ttl, "{$key} has a lifetime");
-            self::assertStringStartsWith('ganesha-shm:3:', $key);
+            self::assertStringStartsWith('ganesha-shm:4:', $key);
         }
         $idle = $this->waitForNoKeys(fn () => $this->serviceKeys(), "the services' keys, while the sidecars run", 30.0);
         foreach ($hosts as $host) {

@@ -34,7 +34,7 @@ abstract class FleetTestCase extends TestCase
      * docs/fleet.md's ACL rule for the fleet NAME: the fleet's keys, of its hosts (`{NAME}`) and of its
      * services' shards (`{NAME:<shard>}`), no channel, and the commands of a sync.
      */
-    protected const ACL_RULE = 'on >PASSWORD resetkeys ~ganesha-shm:3:{NAME}* ~ganesha-shm:3:{NAME:* resetchannels -@all'
+    protected const ACL_RULE = 'on >PASSWORD resetkeys ~ganesha-shm:4:{NAME}* ~ganesha-shm:4:{NAME:* resetchannels -@all'
         . ' +script|load +evalsha +time +set +expire +hget +hmget +hset +hdel +zadd +zcount +zremrangebyscore +info +role +ping';
 
     /** What ends the line of a sidecar that cannot sync, and of no other line. */
@@ -328,10 +328,10 @@ abstract class FleetTestCase extends TestCase
     }
 
     /**
-     * The keys of the fleet's services: its shards (`ganesha-shm:3:{<fleet>:<shard>}`), and of
+     * The keys of the fleet's services: its shards (`ganesha-shm:4:{<fleet>:<shard>}`), and of
      * earlier formats (`ganesha-shm:2:{<fleet>:<shard>}:…`, `ganesha-shm:{<fleet>:<service>}`,
      * `ganesha-shm:<fleet>:services`); not the fleet's keys of its live hosts
-     * (`ganesha-shm:3:{<fleet>}:…`).
+     * (`ganesha-shm:4:{<fleet>}:…`).
      *
      * @return list<string>
      */
@@ -357,7 +357,7 @@ abstract class FleetTestCase extends TestCase
     /** The key of the shard of $service (format 3: one hash per shard). */
     protected function shardKey(string $service): string
     {
-        return "ganesha-shm:3:{{$this->fleet}:" . self::shardOf($service) . '}';
+        return "ganesha-shm:4:{{$this->fleet}:" . self::shardOf($service) . '}';
     }
 
     /**

@@ -4,9 +4,9 @@
 //!
 //! * A host is its segment: a random id drawn when the segment file was made
 //!   (`Segment::fleet_host_id`), whatever the sidecar's `--host` label says.
-//! * A bucket is named by its start (unix seconds, on the clock of the host that counted it) and
-//!   its duration, never by a ring position: hosts with other windows, and hosts whose clocks
-//!   differ, never write over each other's buckets.
+//! * A bucket is named by its start (unix seconds, on Redis's clock: see [`bucket_shift`]) and
+//!   its duration, never by a ring position: hosts with other windows never write over each
+//!   other's buckets, and hosts whose clocks differ count an event in the same bucket.
 //! * Redis keeps one hash per shard of the fleet's services ([`shard_key`]): for each bucket,
 //!   the fleet's sums of the shard's services and each host's own counts, packed, beside the
 //!   shard's birth, version and index, maintained by one script that sets a host's counts and
@@ -38,7 +38,7 @@ pub const SHARDS: u32 = 16;
 pub const MAX_COUNT: u64 = (1 << 28) - 1;
 
 /// What every key of this format starts with; keys of an earlier format are never read.
-const PREFIX: &str = "ganesha-shm:3:";
+const PREFIX: &str = "ganesha-shm:4:";
 
 /// What the sidecar last did, as the header keeps it: three words the sidecar writes and any
 /// process reads.
@@ -132,6 +132,56 @@ pub fn noted_window(word: &AtomicU64) -> Option<FleetWindow> {
     (window.bucket_duration > 0 && (1..=MAX_BUCKETS).contains(&window.window_buckets)).then_some(window)
 }
 
+/// How far a host's clock must move against Redis's before the sidecar moves the figure it
+/// stamps buckets by (`Segment::fleet_clock`): a reply's time is late by its round trip, which
+/// must not move a bucket from one sync to the next.
+pub const CLOCK_MOVED_MS: i64 = 1000;
+
+/// Offset of the clock word: 0 is no figure, as a new segment has.
+const CLOCK_ZERO: u64 = 1 << 62;
+
+/// The figure the sidecar stamps buckets by, as the segment keeps it: how far this host's clock
+/// is ahead of Redis's, in milliseconds (negative: behind); `None` before the sidecar measured
+/// it, or for a word no sidecar wrote (more than a year either way).
+pub fn read_clock(word: &AtomicU64) -> Option<i64> {
+    // Relaxed: a word standing alone, which the sidecar alone writes.
+    let value = word.load(Ordering::Relaxed);
+    let ahead = value.wrapping_sub(CLOCK_ZERO) as i64;
+    (value != 0 && ahead.unsigned_abs() <= 366 * 86_400_000).then_some(ahead)
+}
+
+/// Keeps `ahead_ms` in the clock word (the sidecar alone does).
+pub fn write_clock(word: &AtomicU64, ahead_ms: i64) {
+    // Relaxed: see `read_clock`.
+    word.store((ahead_ms as u64).wrapping_add(CLOCK_ZERO), Ordering::Relaxed);
+}
+
+/// Seconds a host whose clock is `ahead_ms` ahead of Redis's takes from the start of each of its
+/// buckets of `duration` to name it on Redis's clock (and adds to a bucket Redis names, to read
+/// it on its own): the figure rounded to whole buckets, so that every host's buckets of one
+/// duration start at the same seconds, and an event counted anywhere at one moment lands in one
+/// bucket, within half a bucket and [`CLOCK_MOVED_MS`] of when it came on Redis's clock.
+pub fn bucket_shift(ahead_ms: i64, duration: u64) -> i64 {
+    let span = (duration.max(1) as i64).saturating_mul(1000);
+    let buckets = (ahead_ms + span / 2).div_euclid(span);
+    buckets.saturating_mul(duration as i64)
+}
+
+/// When a bucket of this host's that it stamped `bucket` began, on Redis's clock (unix
+/// milliseconds), its clock `ahead_ms` ahead of Redis's: the stamp less what the rounding of
+/// [`bucket_shift`] left (the sync script judges every host's buckets against a reset so).
+pub fn began_at_ms(bucket: Bucket, ahead_ms: i64) -> i64 {
+    let shift = bucket_shift(ahead_ms, bucket.duration);
+    (bucket.start as i64 + shift).saturating_mul(1000) - ahead_ms
+}
+
+/// Milliseconds a bucket of `duration` named on Redis's clock may be off from when its events
+/// came: half a bucket of rounding ([`bucket_shift`]), and the clock's move before its figure
+/// moves.
+pub fn stamp_error_ms(duration: u64) -> u64 {
+    duration.saturating_mul(500) + CLOCK_MOVED_MS as u64
+}
+
 /// Milliseconds of CLOCK_MONOTONIC: the same clock for every process of the host (containers
 /// included), which no one steps, so that staleness is judged alike by the sidecar and PHP.
 pub fn monotonic_ms() -> u64 {
@@ -176,7 +226,7 @@ pub fn name_key(fleet: &str, name: &str) -> Vec<u8> {
 pub struct Bucket {
     /// Seconds.
     pub duration: u64,
-    /// Unix seconds, on the clock of the host that counted it.
+    /// Unix seconds, on Redis's clock (as the host that counted it shifted it: [`bucket_shift`]).
     pub start: u64,
 }
 
@@ -250,6 +300,48 @@ mod tests {
     }
 
     #[test]
+    fn a_clock_figure_round_trips_and_garbage_reads_as_none() {
+        let word = AtomicU64::new(0);
+        assert_eq!(read_clock(&word), None, "a new segment has none");
+        for ahead in [0, 1, -1, 20_000, -59_999, 366 * 86_400_000] {
+            write_clock(&word, ahead);
+            assert_eq!(read_clock(&word), Some(ahead));
+        }
+        for garbage in [u64::MAX, 1, CLOCK_ZERO - 366 * 86_400_000 - 1] {
+            word.store(garbage, Ordering::Relaxed);
+            assert_eq!(read_clock(&word), None, "{garbage:#x}");
+        }
+    }
+
+    #[test]
+    fn a_shift_is_whole_buckets_and_within_half_a_bucket_of_the_clock() {
+        assert_eq!(bucket_shift(0, 1), 0);
+        assert_eq!(bucket_shift(20_400, 1), 20);
+        assert_eq!(bucket_shift(20_600, 1), 21);
+        assert_eq!(bucket_shift(-20_400, 1), -20);
+        assert_eq!(bucket_shift(-20_600, 1), -21);
+        assert_eq!(bucket_shift(-4_999, 10), 0);
+        assert_eq!(bucket_shift(-5_000, 10), 0);
+        assert_eq!(bucket_shift(-5_001, 10), -10);
+        assert_eq!(bucket_shift(14_000, 10), 10);
+        for duration in [1, 2, 7, 60] {
+            for ahead in (-65_000..65_000).step_by(333) {
+                let shift = bucket_shift(ahead, duration);
+                assert_eq!(shift % duration as i64, 0, "{ahead} ms, {duration} s buckets");
+                assert!((shift * 1000 - ahead).unsigned_abs() <= duration * 500, "{ahead} ms, {duration} s buckets");
+            }
+        }
+    }
+
+    #[test]
+    fn a_bucket_began_when_its_host_counted_it_on_redis_clock() {
+        // A host 20.4 s ahead stamps its bucket 1020 (its clock) as 1000: it began at 999.6 s.
+        assert_eq!(began_at_ms(Bucket { duration: 1, start: 1000 }, 20_400), 999_600);
+        assert_eq!(began_at_ms(Bucket { duration: 1, start: 1000 }, -20_600), 999_600);
+        assert_eq!(began_at_ms(Bucket { duration: 10, start: 1000 }, 0), 1_000_000);
+    }
+
+    #[test]
     fn a_bucket_field_parses_to_what_was_written_and_nothing_else_parses() {
         let bucket = Bucket { duration: 2, start: 1_800_000_000 };
         assert_eq!(bucket_field(bucket), "2:1800000000");
@@ -274,9 +366,9 @@ mod tests {
     #[test]
     fn a_shards_key_carries_its_hash_tag() {
         let shard = shard_of(b"ganesha_db");
-        assert_eq!(shard_key("shop", shard), format!("ganesha-shm:3:{{shop:{shard}}}").into_bytes());
-        assert_eq!(hosts_key("shop"), b"ganesha-shm:3:{shop}:hosts");
-        assert_eq!(name_key("shop", "web1"), b"ganesha-shm:3:{shop}:name:web1");
+        assert_eq!(shard_key("shop", shard), format!("ganesha-shm:4:{{shop:{shard}}}").into_bytes());
+        assert_eq!(hosts_key("shop"), b"ganesha-shm:4:{shop}:hosts");
+        assert_eq!(name_key("shop", "web1"), b"ganesha-shm:4:{shop}:name:web1");
         let shards: std::collections::BTreeSet<u32> = (0..200).map(|i| shard_of(format!("s{i}").as_bytes())).collect();
         assert_eq!(shards.len(), SHARDS as usize, "services spread over every shard");
     }

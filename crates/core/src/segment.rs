@@ -66,6 +66,9 @@ mod header {
     /// The window this host's adapters read in fleet mode, as they last noted it (see
     /// [`super::Segment::fleet_window_noted`]): what the sidecar reads the fleet-only services in.
     pub const FLEET_WINDOW: usize = 19;
+    /// How far this host's clock is ahead of Redis's, as the fleet sidecar keeps it (see
+    /// [`super::Segment::fleet_clock`]). Segments made before it have 0 here: none, as new ones.
+    pub const FLEET_CLOCK: usize = 20;
     /// Header length, three cache lines; the rest is left for later versions.
     pub const WORDS: usize = 24;
 }
@@ -758,6 +761,13 @@ impl Segment {
         &self.words()[header::FLEET_WINDOW]
     }
 
+    /// How far this host's clock is ahead of Redis's (`fleet::read_clock`): the sidecar alone
+    /// writes it, and moves it only when the clock moved by more than a second, so that the
+    /// buckets it shares are stamped on Redis's clock alike across its syncs and restarts.
+    pub fn fleet_clock(&self) -> &AtomicU64 {
+        &self.words()[header::FLEET_CLOCK]
+    }
+
     /// The [`FLEET_WORDS`] words of the fleet sidecar's state: the sidecar writes them, any
     /// process reads them.
     pub fn fleet_words(&self) -> &[AtomicU64] {
@@ -848,7 +858,7 @@ pub mod guard {
             // The fleet's state is left out: a segment restored from this copy has no fleet view
             // until the sidecar syncs again, rather than one that looks as fresh as at startup.
             let fleet = (header::FLEET_SYNC..header::FLEET_SYNC + super::FLEET_WORDS).contains(&index)
-                || [header::FLEET_SEQUENCE, header::FLEET_RESET_AT].contains(&index);
+                || [header::FLEET_SEQUENCE, header::FLEET_RESET_AT, header::FLEET_CLOCK].contains(&index);
             // Relaxed: read and written before the handler is installed.
             word.store(if fleet { 0 } else { value.load(Ordering::Relaxed) }, Ordering::Relaxed);
         }

@@ -194,6 +194,7 @@ fn run(config: Config) -> ExitCode {
             segment.fleet_sequence(),
             // Relaxed: see `Segment::fleet_reset_at`; an older time dates the reset at this sync.
             segment.fleet_reset_at().load(Ordering::Relaxed),
+            segment.fleet_clock(),
             fleet::noted_window(segment.fleet_window_noted()),
             now,
         ) {
@@ -433,9 +434,12 @@ impl Events {
         }
         if report.rejected > 0 && !self.ahead_logged {
             self.ahead_logged = true;
+            let (seconds, way) = match report.clock_ahead_s {
+                ahead @ 0.. => (ahead, "ahead of"),
+                behind => (-behind, "behind"),
+            };
             log(&format!(
-                "this host's clock is {} s ahead of Redis's, more than the bound of {} s: {} buckets stamped past it were not shared",
-                report.clock_ahead_s,
+                "this host's clock is {seconds} s {way} Redis's, more than the bound of {} s: {} buckets were not shared",
                 ganesha_shm_core::fleet::CLOCK_BOUND_S,
                 report.rejected
             ));
@@ -643,12 +647,12 @@ mod tests {
     #[test]
     fn a_refusal_is_said_once_with_the_right_it_lacks() {
         let pipeline = "Pipeline failures: [(Index 0, error: NoPerm: fleet mode needs the right +hset, on the keys of \
-                        its fleet such as ganesha-shm:3:{shop:1} script: 5ed9, on @user_script:102.), (Index 1, \
+                        its fleet such as ganesha-shm:4:{shop:1} script: 5ed9, on @user_script:102.), (Index 1, \
                         error: NoPerm: fleet mode needs the right +hset, on the keys of its fleet such as \
-                        ganesha-shm:3:{shop:4} script: 5ed9)]";
+                        ganesha-shm:4:{shop:4} script: 5ed9)]";
         assert_eq!(
             super::first_refusal(pipeline),
-            "fleet mode needs the right +hset, on the keys of its fleet such as ganesha-shm:3:{shop:1}"
+            "fleet mode needs the right +hset, on the keys of its fleet such as ganesha-shm:4:{shop:1}"
         );
         let beside =
             "Pipeline failure: [(Index 5, error: NoPerm: this user has no permissions to run the 'zadd' command)]";

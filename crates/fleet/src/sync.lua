@@ -1,9 +1,10 @@
--- ganesha-shm fleet sync, format 3: one call per shard of a fleet's services, on the shard's one
+-- ganesha-shm fleet sync, format 4: one call per shard of a fleet's services, on the shard's one
 -- key, a hash, so that whatever Redis loses of a shard (an eviction, a FLUSHALL, a failover to a
 -- replica that missed writes) it loses whole, and every host sees that it did.
 --
--- The hash holds, for each bucket (`<duration>:<start>`, the start in unix seconds on the clock
--- of the host that counted it) of the shard:
+-- The hash holds, for each bucket (`<duration>:<start>`, the start in unix seconds on Redis's
+-- clock, as the host that counted it stamped it: its own clock's bucket, less how far that clock
+-- is ahead of Redis's in whole buckets) of the shard:
 --   s:<bucket>         the fleet's sums: a packed (MessagePack) flat list of rows `service,
 --                      successes, failures, rejections`, one per service with events in it;
 --   o:<host>:<bucket>  each host's own counts of the bucket, in the same shape;
@@ -18,13 +19,16 @@
 --   r                  how long the live hosts read a bucket of each duration after it started
 --                      (their window and a bucket, their clock's lag behind Redis's, two
 --                      intervals): a packed flat list of `duration, seconds, until`;
---   h:<host>           the host's last sequence applied, and its newest bucket:
---                      `<sequence>:<duration>:<start>`;
+--   h:<host>           the host's last sequence applied, its newest bucket, and its clock's figure:
+--                      `<sequence>:<duration>:<start>:<clock>`;
 --   z                  the fleet's resets: a packed flat list `service, time`, the time (unix
 --                      milliseconds, Redis's clock) of the latest reset of each service some host
---                      made, kept while a bucket that started before it is read: every host takes
---                      what it counted of the service before that time, and reads no sum of the
---                      buckets before it;
+--                      made, kept while a bucket that started before it is read: the call that
+--                      writes a reset takes every host's counts of the service in the buckets that
+--                      began before it (on Redis's clock, by that host's figure) out of its counts
+--                      and the sums, and every later call leaves them out of what it is sent (but
+--                      for a host that says it reset the service: it sends what it counted since);
+--                      every host takes what it counted of the service before that time;
 --   zv                 the version of z, moved by every call that changes it;
 --   t                  the fleet's half-open trials: a packed flat list `service, failure,
 --                      holder, lease`, the latest failure (unix milliseconds, Redis's clock) some
@@ -44,7 +48,7 @@
 -- KEYS[1]: the shard's hash.
 -- ARGV[1]: the request, packed: {host, sequence, born, version, full, readers, live, updates,
 --   resets, bound, check, durations, recount, applied, newest, renew, reset_times, resets_known,
---   trials}:
+--   trials, clock, taken}:
 --   host: this host's id; sequence: above every earlier call of this host (its segment keeps it);
 --   born, version: the shard's birth and version this host holds ("": it holds that there is no
 --     hash; version -1: none), also with full (a birth it holds, and a version the hash has not
@@ -69,7 +73,12 @@
 --     as the latest of each service; resets_known: the version of z this host holds (-1: none);
 --   trials: `service, failure, wants, lease` for each service whose circuit is open on this host:
 --     its last failure (Redis's clock, ms), 1 when it wants the trial (its circuit rejects
---     requests), and for how long it holds the trial when it gets it (ms).
+--     requests), and for how long it holds the trial when it gets it (ms);
+--   clock: how far this host's clock is ahead of Redis's (ms, negative behind), the figure it
+--     stamps its buckets on Redis's clock by (each bucket's start less the figure in whole
+--     buckets), kept in its record: what tells when each of its buckets began on Redis's clock;
+--   taken: `service, time` of the latest reset this host took from its segment (its own, or the
+--     fleet's) of each service of the updates that has one: what it counted since is its own.
 -- Reply: {status, time, born, version, sequence, sums, own, figures, others, resets, trials}:
 --   status: "ok"; "stale" (the host's last sequence is not below this one); "reborn" (the hash
 --     is not the one the host holds: the host publishes all it holds, with full); "regressed"
@@ -124,6 +133,10 @@ local bound, check, durations_known, recount = request[10], request[11] == 1, re
 local applied, newest_sent, renew = request[14], request[15], request[16] == 1
 local reset_times, resets_known = request[17] or {}, request[18] or -1
 local trials = request[19] or {}
+local ahead, taken_sent = request[20] or 0, request[21] or {}
+if type(ahead) ~= 'number' or ahead % 1 ~= 0 or math.abs(ahead) > 2 ^ 40 then
+  error('ganesha-shm: the clock figure is not a whole number of milliseconds')
+end
 
 local clock = redis.call('TIME')
 local now = tonumber(clock[1])
@@ -194,6 +207,38 @@ end
 local function bucket_of(field)
   local duration, start = string.match(field, '^([1-9]%d*):(%d+)$')
   return tonumber(duration), tonumber(start)
+end
+
+-- By service, the latest reset this host took (those it shares with this call included).
+local taken = {}
+for i = 1, #taken_sent, 2 do
+  if type(taken_sent[i]) == 'string' and is_time(taken_sent[i + 1]) then
+    taken[taken_sent[i]] = taken_sent[i + 1]
+  end
+end
+for i = 1, #reset_times, 2 do
+  if is_time(reset_times[i + 1]) then
+    taken[reset_times[i]] = math.max(taken[reset_times[i]] or 0, reset_times[i + 1])
+  end
+end
+
+-- When a bucket of `duration` that a host whose clock's figure is `figure` stamped `start`
+-- began, on Redis's clock (ms): the host took its figure in whole buckets from its own clock's
+-- start (see `fleet::bucket_shift`), so its stamp is off by what that rounding left.
+local function began_at(start, duration, figure)
+  local span = duration * 1000
+  local shift = math.floor((figure + span / 2) / span) * duration
+  return (start + shift) * 1000 - figure
+end
+
+-- A host's record: its last sequence applied, its newest bucket's duration and start, its clock's
+-- figure; nil for what is not one.
+local function record_of(value)
+  local s, d, t, c = string.match(type(value) == 'string' and value or '', '^(%d+):(%d+):(%d+):(%-?%d+)$')
+  if not s then
+    return nil
+  end
+  return tonumber(s), tonumber(d), tonumber(t), tonumber(c)
 end
 
 -- Where each service's row starts in a flat list of rows.
@@ -337,13 +382,22 @@ local function recounted(lists, rows)
   return sums
 end
 
--- HMGET of `fields`, in calls of at most 1,000 (Lua's unpack has a limit): their values in order.
+-- The fields this call writes, by name, as it writes them: what the call reads after it decided
+-- a write (a reset's, before an update's of the same bucket) is what it will have written.
+local decided = {}
+
+-- HMGET of `fields`, in calls of at most 1,000 (Lua's unpack has a limit): their values in order,
+-- as this call leaves them.
 local function hmget(fields)
   local values = {}
   for first = 1, #fields, 1000 do
     local chunk = redis.call('HMGET', key, unpack(fields, first, math.min(first + 999, #fields)))
     for i = 1, #chunk do
-      values[#values + 1] = chunk[i]
+      local value = decided[fields[first + i - 1]]
+      if value == nil then
+        value = chunk[i]
+      end
+      values[#values + 1] = value
     end
   end
   return values
@@ -388,9 +442,9 @@ local regressed = full and born and born == known_born and (renew or version < k
 -- The host's record: the last sequence applied, and its newest bucket.
 local stored_sequence, host_newest = 0, nil
 if born and head[5] then
-  local s, d, t = string.match(head[5], '^(%d+):(%d+):(%d+)$')
-  stored_sequence = tonumber(s) or 0
-  host_newest = d and { tonumber(d), tonumber(t) } or nil
+  local s, d, t = record_of(head[5])
+  stored_sequence = s or 0
+  host_newest = d and { d, t } or nil
 end
 if stored_sequence >= sequence then
   return reply('stale', born, version, stored_sequence)
@@ -579,8 +633,8 @@ do
     if #records > 0 then
       local values = hmget(records)
       for i, record in ipairs(records) do
-        local d, t = string.match(type(values[i]) == 'string' and values[i] or '', '^%d+:(%d+):(%d+)$')
-        if not d or read_until(tonumber(d), tonumber(t)) < now then
+        local _, d, t = record_of(values[i])
+        if not d or read_until(d, t) < now then
           deletes[#deletes + 1] = record
         end
       end
@@ -588,9 +642,137 @@ do
   end
 end
 
--- This host's updates: each bucket's counts set, its sums moved by the difference.
 local writes, own_out, sent_fields = {}, {}, {}
 local next_version, changed, newest = version + 1, false, host_newest
+
+-- The fleet's resets: the latest of each service kept, with the others while a bucket that
+-- started before them is read by some live host (or, when none says, by the longest window);
+-- `latest`, as this call leaves them, is what its updates are judged by.
+local resets_written, latest, newly = nil, {}, {}
+if #reset_times > 0 or #updates > 0 then
+  -- How long after it a reset is kept: as long as the longest a bucket of any duration is read.
+  local longest = read_until(1, 0)
+  for duration in pairs(read_for) do
+    longest = math.max(longest, read_until(duration, 0))
+  end
+  for i = 1, #index, 3 do
+    longest = math.max(longest, read_until(index[i], 0))
+  end
+  local function kept(time)
+    return math.floor(time / 1000) + longest >= now
+  end
+  local held = (not created and unpacked(redis.call('HGET', key, 'z'), 2)) or {}
+  local changed_resets = false
+  for i = 1, #held, 2 do
+    local service, time = held[i], held[i + 1]
+    if type(service) == 'string' and is_time(time) and kept(time) then
+      latest[service] = math.max(latest[service] or 0, time)
+    else
+      figures[SKIPPED], changed_resets = figures[SKIPPED] + 1, true
+    end
+  end
+  for i = 1, #reset_times, 2 do
+    local service, time = reset_times[i], reset_times[i + 1]
+    if type(service) ~= 'string' or type(time) ~= 'number' or time < 0 or time % 1 ~= 0 then
+      error('ganesha-shm: a reset names no service and time')
+    elseif time > (now + bound) * 1000 then
+      figures[REJECTED] = figures[REJECTED] + 1
+    elseif kept(time) and time > (latest[service] or -1) then
+      latest[service], newly[service], changed_resets = time, time, true
+    end
+  end
+  if changed_resets then
+    local by_service = {}
+    for service, time in pairs(latest) do
+      by_service[service] = { time }
+    end
+    resets_written, resets_version = packed_latest(by_service), resets_version + 1
+    writes[#writes + 1], writes[#writes + 2] = 'z', resets_written
+    writes[#writes + 1], writes[#writes + 2] = 'zv', resets_version
+  end
+end
+
+-- A reset written by this call takes every host's counts of its service out of the buckets that
+-- began before it, each host's by its own clock's figure, whoever counted them and whether or not
+-- that host's sidecar runs: so that what was counted before a reset never counts again, and what
+-- was counted after it always does, whatever the clocks (a bucket a reset fell in goes whole, as
+-- every host's own segment takes it). The sums are counted again from every host's counts.
+if next(newly) and not created then
+  local last = 0
+  for _, time in pairs(newly) do
+    last = math.max(last, time)
+  end
+  local fields, at = {}, {}
+  for i = 1, #index, 3 do
+    -- A stamp is off from when its bucket began by half a bucket at the most.
+    if index[i + 1] * 1000 - index[i] * 500 < last then
+      fields[#fields + 1], at[#fields + 1] = 's:' .. index[i] .. ':' .. index[i + 1], i
+    end
+  end
+  local sums_of, hit = hmget(fields), {}
+  for f, blob in ipairs(sums_of) do
+    local rows = unpacked(blob, 4)
+    for r = 1, rows and #rows or 0, 4 do
+      if newly[rows[r]] then
+        hit[#hit + 1] = at[f]
+        break
+      end
+    end
+  end
+  local lists = {}
+  for h, i in ipairs(hit) do
+    lists[h] = 'w:' .. index[i] .. ':' .. index[i + 1]
+  end
+  lists = hmget(lists)
+  local clocks, records = {}, {}
+  for h = 1, #hit do
+    for _, writer in ipairs(writers_of(lists[h])) do
+      if clocks[writer] == nil then
+        clocks[writer] = false
+        records[#records + 1] = writer
+      end
+    end
+  end
+  local record_fields = {}
+  for r, writer in ipairs(records) do
+    record_fields[r] = 'h:' .. writer
+  end
+  for r, value in ipairs(hmget(record_fields)) do
+    local _, _, _, figure = record_of(value)
+    clocks[records[r]] = (records[r] == host and ahead) or figure or 0
+  end
+  for h, i in ipairs(hit) do
+    local duration, start = index[i], index[i + 1]
+    local field = duration .. ':' .. start
+    local writers = writers_of(lists[h])
+    local own_fields = {}
+    for w, writer in ipairs(writers) do
+      own_fields[w] = 'o:' .. writer .. ':' .. field
+    end
+    local counted = hmget(own_fields)
+    for w, writer in ipairs(writers) do
+      local rows = unpacked(counted[w], 4)
+      local cut = false
+      for r = 1, rows and #rows or 0, 4 do
+        local time = newly[rows[r]]
+        if time and began_at(start, duration, clocks[writer]) < time then
+          rows[r + 1], rows[r + 2], rows[r + 3], cut = 0, 0, 0, true
+        end
+      end
+      if cut then
+        local blob = packed(rows, true)
+        counted[w], decided[own_fields[w]] = blob, blob
+        writes[#writes + 1], writes[#writes + 2] = own_fields[w], blob
+      end
+    end
+    local sums = packed(recounted(counted, {}), true)
+    decided['s:' .. field] = sums
+    writes[#writes + 1], writes[#writes + 2] = 's:' .. field, sums
+    index[i + 2], changed = next_version, true
+  end
+end
+
+-- This host's updates: each bucket's counts set, its sums moved by the difference.
 do
   local sent, fields = {}, {}
   for i = 1, #updates, 2 do
@@ -623,13 +805,34 @@ do
     if not rows then
       error('ganesha-shm: the update of bucket ' .. field .. ' is not a list of rows')
     end
+    -- What this host counted of a service in a bucket that began before the service's latest
+    -- reset (by this host's clock's figure) is left out, as if reset, unless this host took that
+    -- reset from its segment (it then sends what it counted since).
+    local bucket_masks, filtered = masks, false
+    for r = 1, #rows, 4 do
+      local time = latest[rows[r]]
+      if time and (taken[rows[r]] or -1) < time and began_at(start, duration, ahead) < time then
+        if not filtered then
+          bucket_masks = {}
+          for service, mask in pairs(masks) do
+            bucket_masks[service] = mask
+          end
+        end
+        bucket_masks[rows[r]], filtered = 7, true
+        rows[r + 1], rows[r + 2], rows[r + 3] = 0, 0, 0
+      end
+    end
+    if filtered then
+      blob = packed(rows, true)
+      rows = unpacked(blob, 4)
+    end
     local old_blob, sums_blob, writers = stored[3 * u - 2] or false, stored[3 * u - 1] or false, stored[3 * u] or false
     local old, sums = unpacked(old_blob, 4), unpacked(sums_blob, 4)
     -- Fast: the counts as Redis holds them are counts, and the sums at least this host's.
     local same, zeros, moved = true, false, false
     local fine = (old or not old_blob) and (sums or not sums_blob) and not wanted[field]
     if fine and old then
-      fine, same, zeros = pcall(merged_own, rows, old, masks)
+      fine, same, zeros = pcall(merged_own, rows, old, bucket_masks)
     end
     local first = not sums_blob and not old_blob and (not writers or writers == host)
     if fine and first then
@@ -648,7 +851,7 @@ do
       figures[RECOUNTED] = figures[RECOUNTED] + 1
       rows, same = unpacked(blob, 4), true
       if old then
-        local ok, merged = pcall(merged_own, rows, old, masks)
+        local ok, merged = pcall(merged_own, rows, old, bucket_masks)
         if ok then
           same = merged
         else
@@ -662,6 +865,8 @@ do
       sums = recounted(hmget(others), rows)
       moved, zeros = true, true
     end
+    -- The host is told what was left out, as what Redis holds of it.
+    same = same and not filtered
     local own_blob = same and blob or packed(rows, zeros)
     if moved or not same or not old_blob then
       writes[#writes + 1], writes[#writes + 2] = 'o:' .. host .. ':' .. field, own_blob
@@ -710,52 +915,6 @@ for r = 1, math.min(#recount, 64) do
   end
 end
 
--- The resets this host shares: the latest of each service kept, with the others while a bucket
--- that started before them is read by some live host (or, when none says, by the longest window).
-local resets_written
-if #reset_times > 0 then
-  -- How long after it a reset is kept: as long as the longest a bucket of any duration is read.
-  local longest = read_until(1, 0)
-  for duration in pairs(read_for) do
-    longest = math.max(longest, read_until(duration, 0))
-  end
-  for i = 1, #index, 3 do
-    longest = math.max(longest, read_until(index[i], 0))
-  end
-  local function kept(time)
-    return math.floor(time / 1000) + longest >= now
-  end
-  local held = (not created and unpacked(redis.call('HGET', key, 'z'), 2)) or {}
-  local latest, changed_resets = {}, false
-  for i = 1, #held, 2 do
-    local service, time = held[i], held[i + 1]
-    if type(service) == 'string' and is_count(time) and kept(time) then
-      latest[service] = math.max(latest[service] or 0, time)
-    else
-      figures[SKIPPED], changed_resets = figures[SKIPPED] + 1, true
-    end
-  end
-  for i = 1, #reset_times, 2 do
-    local service, time = reset_times[i], reset_times[i + 1]
-    if type(service) ~= 'string' or type(time) ~= 'number' or time < 0 or time % 1 ~= 0 then
-      error('ganesha-shm: a reset names no service and time')
-    elseif time > (now + bound) * 1000 then
-      figures[REJECTED] = figures[REJECTED] + 1
-    elseif kept(time) and time > (latest[service] or -1) then
-      latest[service], changed_resets = time, true
-    end
-  end
-  if changed_resets then
-    local by_service = {}
-    for service, time in pairs(latest) do
-      by_service[service] = { time }
-    end
-    resets_written, resets_version = packed_latest(by_service), resets_version + 1
-    writes[#writes + 1], writes[#writes + 2] = 'z', resets_written
-    writes[#writes + 1], writes[#writes + 2] = 'zv', resets_version
-  end
-end
-
 -- A hash made with nothing in it would only expire: nothing is written until there is a count.
 if created and #writes == 0 then
   return reply('ok', '', -1, 0, {}, {}, {})
@@ -771,7 +930,8 @@ if #writes > 0 or regressed then
     writes[#writes + 1], writes[#writes + 2] = 'n', version
   end
   if newest then
-    writes[#writes + 1], writes[#writes + 2] = 'h:' .. host, sequence .. ':' .. newest[1] .. ':' .. newest[2]
+    writes[#writes + 1], writes[#writes + 2] = 'h:' .. host,
+      sequence .. ':' .. newest[1] .. ':' .. newest[2] .. ':' .. ahead
     stored_sequence = sequence
   end
 end

@@ -44,7 +44,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use ganesha_shm_core::fleet::{self, Bucket, CLOCK_BOUND_S, MAX_COUNT};
+use ganesha_shm_core::fleet::{self, Bucket, CLOCK_BOUND_S, CLOCK_MOVED_MS, MAX_COUNT};
 use ganesha_shm_core::fleet_only::FleetOnlyEntry;
 use ganesha_shm_core::store::{FleetWindow, Store, TableKind};
 use redis::{Cmd, Value};
@@ -199,6 +199,8 @@ struct Observed {
     counts: BTreeMap<u32, BTreeMap<Bucket, Counts>>,
     /// Each service's counters' windows.
     windows: BTreeMap<Vec<u8>, Vec<(u8, FleetWindow)>>,
+    /// Buckets not shared: this host's clock is further from Redis's than the bound.
+    unshared: u64,
 }
 
 /// The fleet's half-open trial of a service whose circuit rejected requests here lately.
@@ -260,6 +262,16 @@ pub struct Syncer {
     /// The bucket durations the last sync read sums of: a sync that reads one more reads every
     /// shard whole, since the sums of that duration that did not change are not sent otherwise.
     durations_read: BTreeSet<u64>,
+    /// How far this host's clock is ahead of Redis's, in milliseconds, as it stamps buckets by
+    /// (`Segment::fleet_clock`): moved only when the clock moved more than [`CLOCK_MOVED_MS`].
+    clock: Option<i64>,
+    /// Whether this sidecar measured the clock since it attached: until then, a sync asks
+    /// Redis's time before it stamps anything (the clock may have stepped while it was down).
+    clock_checked: bool,
+    /// Each bucket of this host's segment (its own clock) by the start it is published under
+    /// (Redis's clock): a bucket keeps the stamp it was first published under when the clock
+    /// figure moves, so that no count is published under two stamps.
+    stamps: HashMap<Bucket, u64>,
 }
 
 impl Syncer {
@@ -280,6 +292,9 @@ impl Syncer {
             clock_ahead_s: 0,
             clock_ahead_ms: 0,
             durations_read: BTreeSet::new(),
+            clock: None,
+            clock_checked: false,
+            stamps: HashMap::new(),
         }
     }
 
@@ -301,6 +316,9 @@ impl Syncer {
         self.fleet_resets.clear();
         self.rings_written.clear();
         self.durations_read.clear();
+        self.clock = None;
+        self.clock_checked = false;
+        self.stamps.clear();
     }
 
     /// A new connection: what Redis holds is checked again at the next call of each shard (the
@@ -319,11 +337,12 @@ impl Syncer {
 
     /// For each bucket duration this host reads, how long after its start it reads a bucket, on
     /// Redis's clock: its longest window of that duration (the fleet-only services' included) and
-    /// a bucket, how far its clock is behind Redis's, and the margin.
+    /// a bucket, how far a stamp may be off (`fleet::stamp_error_ms`), and the margin.
     fn readers(&self, observed: &Observed, fleet_only: Option<FleetWindow>) -> BTreeMap<u64, u64> {
-        let lag = u64::try_from(-self.clock_ahead_s).unwrap_or(0).min(CLOCK_BOUND_S);
         let mut readers = BTreeMap::new();
         for window in observed.windows.values().flatten().map(|(_, window)| window).chain(fleet_only.as_ref()) {
+            // Buckets are stamped on Redis's clock, each host's within its stamps' error.
+            let lag = fleet::stamp_error_ms(window.bucket_duration).div_ceil(1000);
             let seconds = window.lifetime() + lag + self.margin();
             let entry = readers.entry(window.bucket_duration).or_insert(0);
             *entry = seconds.max(*entry);
@@ -340,19 +359,37 @@ impl Syncer {
         let dated_ms = if (self.last_sync_ms..=now_ms).contains(&reset_at_ms) { reset_at_ms } else { now_ms };
         self.last_sync_ms = now_ms;
         let reset_at = u64::try_from(dated_ms as i64 - self.clock_ahead_ms).unwrap_or(0);
-        let mut observed = Observed { counts: BTreeMap::new(), windows: BTreeMap::new() };
+        let mut observed = Observed { counts: BTreeMap::new(), windows: BTreeMap::new(), unshared: 0 };
         let mut resets = HashMap::new();
+        // Beyond the bound, this host's clock is not one the fleet may count on: nothing shared.
+        let ahead = self.clock.unwrap_or(0);
+        let shares = ahead.unsigned_abs() <= CLOCK_BOUND_S * 1000;
+        let mut stamps = HashMap::new();
         for own in store.own_buckets(now) {
             let Some((service, counter)) = fleet::counter_of(&own.key, &self.config.suffixes) else { continue };
             observed.windows.entry(service.to_vec()).or_default().push((counter, own.window));
             resets.insert(own.key.clone(), own.resets);
             let shard = observed.counts.entry(fleet::shard_of(service)).or_default();
             for &(start, count) in &own.buckets {
-                let bucket = Bucket { duration: own.window.bucket_duration, start };
+                if !shares {
+                    observed.unshared += 1;
+                    continue;
+                }
+                let duration = own.window.bucket_duration;
+                let counted = Bucket { duration, start };
+                // Published under the stamp it was first published under, else on Redis's clock.
+                let stamp = self.stamps.get(&counted).copied().unwrap_or_else(|| {
+                    start.saturating_add_signed(-fleet::bucket_shift(ahead, duration)) / duration * duration
+                });
+                stamps.insert(counted, stamp);
+                let bucket = Bucket { duration, start: stamp };
                 let counts = shard.entry(bucket).or_default().entry(service.to_vec()).or_default();
-                counts[usize::from(counter)] = count;
+                // Added: two buckets of this host's share a stamp when its figure moved between.
+                counts[usize::from(counter)] = (counts[usize::from(counter)] + count).min(MAX_COUNT);
             }
         }
+        // Kept for the buckets the segment still holds, no longer: bounded by the windows.
+        self.stamps = stamps;
         // A counter whose resets moved was reset: its counts are set as they are now, lower.
         for (key, &count) in &resets {
             if self.resets_seen.get(key).is_some_and(|&seen| seen != count) {
@@ -387,19 +424,34 @@ impl Syncer {
 
     /// One sync at unix time `now` (seconds, this host's clock); `sequence` is the segment's
     /// word of the sidecar's sequence (`Segment::fleet_sequence`), `reset_at_ms` the time of its
-    /// latest reset (`Segment::fleet_reset_at`).
+    /// latest reset (`Segment::fleet_reset_at`), `clock` its word of how far this host's clock
+    /// is ahead of Redis's (`Segment::fleet_clock`).
     /// `noted` is the window the adapters noted (`Segment::fleet_window_noted`).
+    #[allow(clippy::too_many_arguments)]
     pub fn sync(
         &mut self,
         link: &mut Link,
         store: &Store<'_>,
         sequence: &AtomicU64,
         reset_at_ms: u64,
+        clock: &AtomicU64,
         noted: Option<FleetWindow>,
         now: u64,
     ) -> redis::RedisResult<Report> {
         let mut report = Report { complete: true, ..Report::default() };
+        let mut round_trips = 0;
+        if !self.clock_checked {
+            // Before anything is stamped: Redis's time, once after the sidecar attached.
+            let replies = link.run(vec![redis::cmd("TIME")])?;
+            round_trips += 1;
+            let time = replies.first().and_then(redis_time_ms).ok_or_else(|| unexpected("TIME's reply is not a time"))?;
+            self.clock = self.clock.or(fleet::read_clock(clock));
+            self.measured(unix_now_ms() as i64 - time as i64, clock);
+            self.clock_checked = true;
+        }
         let observed = self.observe(store, now, reset_at_ms);
+        report.round_trips = round_trips;
+        report.rejected = observed.unshared;
         report.services = observed.windows.len();
         let fleet_only_window =
             store.fleet_only().and_then(|region| self.fleet_only_window(noted, &observed, region.shape().span));
@@ -470,6 +522,7 @@ impl Syncer {
             }
             todo = again;
         }
+        self.measured(self.clock_ahead_ms, clock);
         self.forget_gone(&readers);
         self.take_resets(store, &readers, now, &mut report);
         self.write_rings(store, &observed, now, &mut report);
@@ -478,6 +531,30 @@ impl Syncer {
             self.write_fleet_only(store, &observed, window, now, &mut report);
         }
         Ok(report)
+    }
+
+    /// Takes a measure of how far this host's clock is ahead of Redis's: the figure buckets are
+    /// stamped by moves, and is kept in the segment, only when the clock moved by more than
+    /// [`CLOCK_MOVED_MS`] from it (a reply's time is late by its round trip).
+    fn measured(&mut self, ahead_ms: i64, word: &AtomicU64) {
+        self.clock_ahead_ms = ahead_ms;
+        self.clock_ahead_s = ahead_ms.div_euclid(1000);
+        if self.clock.is_none_or(|figure| (figure - ahead_ms).abs() > CLOCK_MOVED_MS) {
+            self.clock = Some(ahead_ms);
+            fleet::write_clock(word, ahead_ms);
+        }
+    }
+
+    /// The bucket, on Redis's clock, that this host reads as `counted` (its own clock).
+    fn on_redis(&self, counted: Bucket) -> Bucket {
+        let shift = fleet::bucket_shift(self.clock.unwrap_or(0), counted.duration);
+        Bucket { start: counted.start.saturating_add_signed(-shift), ..counted }
+    }
+
+    /// The bucket number this host reads a bucket Redis names as (its own clock).
+    fn local_number(&self, bucket: Bucket) -> u64 {
+        let shift = fleet::bucket_shift(self.clock.unwrap_or(0), bucket.duration);
+        bucket.start.saturating_add_signed(shift) / bucket.duration
     }
 
     /// The window the fleet-only services are read in: the one the adapters noted; before any did
@@ -512,6 +589,8 @@ impl Syncer {
     /// circuit that rejects is open), with a last failure time.
     fn trials_asked_of(&self, store: &Store<'_>, observed: &Observed, now: u64) -> BTreeMap<Vec<u8>, TrialAsked> {
         let lately = (2 * self.config.interval.as_millis() as u64).div_ceil(1000).max(2);
+        // The buckets are stamped on Redis's clock.
+        let redis_now = now.saturating_add_signed(-fleet::bucket_shift(self.clock.unwrap_or(0), 1));
         // By service, the end of the latest bucket with a rejection.
         let mut rejected: BTreeMap<&[u8], u64> = BTreeMap::new();
         for buckets in observed.counts.values() {
@@ -524,14 +603,14 @@ impl Syncer {
         }
         let mut asked = BTreeMap::new();
         for (service, end) in rejected {
-            if end.saturating_add(TRIAL_FOLLOWED_S) < now {
+            if end.saturating_add(TRIAL_FOLLOWED_S) < redis_now {
                 continue;
             }
             let key = [service, &self.config.suffixes[1][..]].concat();
             let Ok(Some(failure)) = store.peek_last_failure_time(&key, now) else { continue };
             let failure_ms =
                 u64::try_from(failure.saturating_mul(1000).saturating_sub(self.clock_ahead_ms)).unwrap_or(0);
-            asked.insert(service.to_vec(), TrialAsked { key, failure_ms, wants: end.saturating_add(lately) >= now });
+            asked.insert(service.to_vec(), TrialAsked { key, failure_ms, wants: end.saturating_add(lately) >= redis_now });
         }
         asked
     }
@@ -610,7 +689,7 @@ impl Syncer {
         }
         let (born, version) = state.known.clone().unwrap_or_default();
         let mut request = Writer::default();
-        request.array(19);
+        request.array(21);
         request.bytes(fleet::host_id_text(self.host_id).as_bytes()).uint(sequence);
         request.bytes(born.as_bytes()).int(if state.known.is_some() { version } else { -1 });
         request.uint(u64::from(full));
@@ -661,6 +740,16 @@ impl Syncer {
         request.array(trials.len() * 4);
         for (service, trial) in trials {
             request.bytes(service).uint(trial.failure_ms).uint(u64::from(trial.wants)).uint(lease_ms);
+        }
+        // The figure this host's buckets are stamped by: when each began, on Redis's clock.
+        request.int(self.clock.unwrap_or(0));
+        // The resets this host took of the services it sends: what it counted since is counted.
+        let services: BTreeSet<&Vec<u8>> = updates.iter().flat_map(|(_, rows)| rows.iter().map(|(service, _)| service)).collect();
+        let taken: Vec<(&Vec<u8>, u64)> =
+            services.into_iter().filter_map(|service| Some((service, self.fleet_resets.get(service)?.at))).collect();
+        request.array(taken.len() * 2);
+        for (service, at) in taken {
+            request.bytes(service).uint(at);
         }
         let mut command = redis::cmd("EVALSHA");
         command.arg(script).arg(1).arg(fleet::shard_key(&self.config.fleet, shard));
@@ -804,6 +893,39 @@ impl Syncer {
             dirty.extend(rows.iter().map(|(service, _)| service.clone()));
             *own = rows.into_iter().collect();
         }
+        // The fleet's resets, when Redis holds another version than this host: those newer than
+        // it knows of are taken from the segment at the end of the sync. The call that wrote one
+        // took this host's counts of its service in the buckets that began before it out of
+        // Redis, as this host knows from now on.
+        let mut learned = Vec::new();
+        if let Value::Array(resets) = resets {
+            if let [version, Value::BulkString(blob)] = &resets[..] {
+                state.resets_known = int(version);
+                let (resets, skipped) = packed::unpack_resets(blob).unwrap_or((Vec::new(), 1));
+                bad += skipped;
+                for (service, at) in resets {
+                    // A reset dated past Redis's time and the bound is no host's.
+                    if fleet::shard_of(&service) != shard || at / 1000 > self.redis_time + CLOCK_BOUND_S {
+                        continue;
+                    }
+                    learned.push((service, at));
+                }
+            }
+        }
+        let ahead = self.clock.unwrap_or(0);
+        // Not the services this call sent reset: Redis holds what it sent of them (their every
+        // bucket here: see `call`).
+        let stripped = learned.iter().filter(|(service, at)| {
+            self.fleet_resets.get(service).is_none_or(|known| *at > known.at)
+                && !sent.resets.iter().any(|(sent, _)| sent == service)
+        });
+        for (service, at) in stripped {
+            for (bucket, bucket_state) in &mut state.buckets {
+                if fleet::began_at_ms(*bucket, ahead) < *at as i64 && bucket_state.own.remove(service).is_some() {
+                    dirty.insert(service.clone());
+                }
+            }
+        }
         for (field, blob) in pairs(sums) {
             let Some(bucket) = fleet::parse_bucket_field(&field) else { continue };
             let (rows, skipped) = packed::unpack_rows(&blob, MAX_COUNT).unwrap_or((Rows::new(), 1));
@@ -847,25 +969,9 @@ impl Syncer {
         for (service, &at) in &sent.reset_times {
             self.learn_reset(service, at);
         }
-        // The fleet's resets, when Redis holds another version than this host: those newer than
-        // it knows of are taken from the segment at the end of the sync.
-        if let Value::Array(resets) = resets {
-            if let [version, Value::BulkString(blob)] = &resets[..] {
-                let state = self.shards.entry(shard).or_default();
-                state.resets_known = int(version);
-                let (resets, skipped) = packed::unpack_resets(blob).unwrap_or((Vec::new(), 1));
-                if skipped > 0 {
-                    report.bad_rows.push((fleet::shard_key(&self.config.fleet, shard), skipped));
-                }
-                for (service, at) in resets {
-                    // A reset dated past Redis's time and the bound is no host's.
-                    if fleet::shard_of(&service) != shard || at / 1000 > self.redis_time + CLOCK_BOUND_S {
-                        continue;
-                    }
-                    if self.learn_reset(&service, at) {
-                        self.resets_read.push((service, at));
-                    }
-                }
+        for (service, at) in learned {
+            if self.learn_reset(&service, at) {
+                self.resets_read.push((service, at));
             }
         }
         for service in dirty {
@@ -929,7 +1035,7 @@ impl Syncer {
     }
 
     /// The second on this host's clock of a reset at `at` (milliseconds) on Redis's: the
-    /// buckets that start at or before it are taken.
+    /// buckets of its segment that start at or before it are taken.
     fn reset_through(&self, at: u64) -> u64 {
         u64::try_from((at as i64 + self.clock_ahead_ms).div_euclid(1000)).unwrap_or(0)
     }
@@ -966,22 +1072,23 @@ impl Syncer {
         self.fleet_resets.retain(|_, reset| (reset.at / 1000).saturating_add(longest) >= redis_now);
     }
 
-    /// The fleet's latest reset of `service` at `now_ms`, as the sums read: the second it fell
-    /// in on this host's clock, whether the bucket it fell in is still settling
-    /// ([`Syncer::settling_ms`]), and whether it settled only lately (it comes back).
+    /// The fleet's latest reset of `service` at `now_ms`, as the sums read: when it was made
+    /// (unix milliseconds, Redis's clock, as the buckets of the sums are stamped), whether the
+    /// buckets around it are still settling ([`Syncer::settling_ms`]), and whether they settled
+    /// only lately (they come back).
     fn reset_of(&self, service: &[u8], now_ms: u64) -> Option<(u64, bool, bool)> {
         self.fleet_resets.get(service).map(|reset| {
             let settled_ms = reset.learned_ms + self.settling_ms();
-            (self.reset_through(reset.at), now_ms < settled_ms, now_ms < settled_ms + self.settling_ms())
+            (reset.at, now_ms < settled_ms, now_ms < settled_ms + self.settling_ms())
         })
     }
 
-    /// What the other hosts counted of `service`'s `counter` in `bucket`: the fleet's sum less
-    /// what this host published. The buckets that ended before the fleet's latest reset of the
-    /// service (`reset`, see [`Syncer::reset_of`]) read as 0: their sums hold what was counted
-    /// before it, by hosts that have not taken it yet (their sidecar down) too. The bucket it fell
-    /// in reads as 0 until every live host has taken it; then its sums are what was counted
-    /// after it.
+    /// What the other hosts counted of `service`'s `counter` in `bucket` (on Redis's clock): the
+    /// fleet's sum less what this host published. The buckets that ended before the fleet's
+    /// latest reset of the service (`reset`, see [`Syncer::reset_of`]) read as 0: their sums hold
+    /// what was counted before it, by hosts that have not taken it yet (their sidecar down) too.
+    /// The buckets around it read as 0 until every live host has taken it; then their sums are
+    /// what was counted after it.
     fn others_counted(&self, service: &[u8], reset: Option<(u64, bool, bool)>, bucket: Bucket, counter: usize) -> u64 {
         if hidden_by_reset(reset, bucket) {
             return 0;
@@ -998,7 +1105,9 @@ impl Syncer {
             let window = counters[0].1;
             let next = window.bucket_at(now) + 1;
             let reset = self.reset_of(service, now_ms);
-            let sum_of = |bucket: Bucket, counter: usize| self.others_counted(service, reset, bucket, counter);
+            // The ring's buckets are this host's; the sums', Redis's.
+            let sum_of =
+                |bucket: Bucket, counter: usize| self.others_counted(service, reset, self.on_redis(bucket), counter);
             // Around the end of a reset's settling, a bucket it hid comes back: written again.
             let unchanged = !reset.is_some_and(|(_, _, recent)| recent)
                 && self.rings_written.get(service).is_some_and(|&written| {
@@ -1070,8 +1179,11 @@ impl Syncer {
         let mut resets: HashMap<&[u8], Option<(u64, bool, bool)>> = HashMap::new();
         for shard in self.shards.values() {
             for (bucket, state) in &shard.buckets {
-                let number = bucket.start / duration;
-                if bucket.duration != duration || bucket.start % duration != 0 || !(first..=last).contains(&number) {
+                if bucket.duration != duration || bucket.start % duration != 0 {
+                    continue;
+                }
+                let number = self.local_number(*bucket);
+                if !(first..=last).contains(&number) {
                     continue;
                 }
                 let at = (number - first) as usize;
@@ -1119,11 +1231,24 @@ impl Syncer {
 }
 
 /// Whether the fleet's latest reset of a service (`reset`, see [`Syncer::reset_of`]) hides
-/// `bucket`: one that ended before it, or the one it fell in while it settles.
+/// `bucket` (both on Redis's clock): one that ended before it by more than a stamp may be off
+/// (`fleet::stamp_error_ms`), whatever the clock of the host that counted it; and, while the reset
+/// settles, every one that may hold an event from before it. A bucket that may hold events from
+/// after it is never hidden for good.
 fn hidden_by_reset(reset: Option<(u64, bool, bool)>, bucket: Bucket) -> bool {
-    reset.is_some_and(|(through, settling, _)| {
-        bucket.start + bucket.duration <= through || (settling && bucket.start <= through)
+    reset.is_some_and(|(at_ms, settling, _)| {
+        let error_ms = fleet::stamp_error_ms(bucket.duration);
+        let (start_ms, end_ms) = (bucket.start.saturating_mul(1000), (bucket.start + bucket.duration).saturating_mul(1000));
+        end_ms.saturating_add(error_ms) <= at_ms || (settling && start_ms <= at_ms.saturating_add(error_ms))
     })
+}
+
+/// Redis's time in a reply of `TIME`, in unix milliseconds.
+fn redis_time_ms(reply: &Value) -> Option<u64> {
+    let Value::Array(parts) = reply else { return None };
+    let [seconds, micros] = &parts[..] else { return None };
+    let (seconds, micros) = (u64::try_from(int(seconds)?).ok()?, u64::try_from(int(micros)?).ok()?);
+    Some(seconds.checked_mul(1000)? + micros / 1000)
 }
 
 /// What a call sent.
