@@ -88,6 +88,15 @@ impl Link {
         }
     }
 
+    /// Redis's time (`TIME`), of any node of a cluster: a command of no key, which a cluster's
+    /// pipeline cannot route.
+    pub fn time(&mut self) -> RedisResult<Value> {
+        match &mut self.connection {
+            Connection::Server(connection) => redis::cmd("TIME").query(connection),
+            Connection::Cluster(connection) => redis::cmd("TIME").query(connection),
+        }
+    }
+
     /// Runs `commands` in one pipeline (one round trip per node for a cluster); their replies in
     /// order.
     pub fn run(&mut self, commands: Vec<Cmd>) -> RedisResult<Vec<Value>> {

@@ -265,6 +265,12 @@ pub struct Syncer {
     /// How far this host's clock is ahead of Redis's, in milliseconds, as it stamps buckets by
     /// (`Segment::fleet_clock`): moved only when the clock moved more than [`CLOCK_MOVED_MS`].
     clock: Option<i64>,
+    /// How long after its start this host reads a bucket of each duration, as the last sync said
+    /// (see `readers`): whether a shard it finds gone should still have been there.
+    readers: BTreeMap<u64, u64>,
+    /// Whether a sync since the sidecar attached marked this host's name: the first finds there
+    /// the id of the segment this sidecar synced before, if any, which is no other host.
+    named: bool,
     /// Whether this sidecar measured the clock since it attached: until then, a sync asks
     /// Redis's time before it stamps anything (the clock may have stepped while it was down).
     clock_checked: bool,
@@ -295,6 +301,8 @@ impl Syncer {
             clock: None,
             clock_checked: false,
             stamps: HashMap::new(),
+            readers: BTreeMap::new(),
+            named: false,
         }
     }
 
@@ -319,6 +327,7 @@ impl Syncer {
         self.clock = None;
         self.clock_checked = false;
         self.stamps.clear();
+        self.named = false;
     }
 
     /// A new connection: what Redis holds is checked again at the next call of each shard (the
@@ -442,9 +451,8 @@ impl Syncer {
         let mut round_trips = 0;
         if !self.clock_checked {
             // Before anything is stamped: Redis's time, once after the sidecar attached.
-            let replies = link.run(vec![redis::cmd("TIME")])?;
+            let time = redis_time_ms(&link.time()?).ok_or_else(|| unexpected("TIME's reply is not a time"))?;
             round_trips += 1;
-            let time = replies.first().and_then(redis_time_ms).ok_or_else(|| unexpected("TIME's reply is not a time"))?;
             self.clock = self.clock.or(fleet::read_clock(clock));
             self.measured(unix_now_ms() as i64 - time as i64, clock);
             self.clock_checked = true;
@@ -464,6 +472,7 @@ impl Syncer {
             }
         }
         self.durations_read = readers.keys().copied().collect();
+        self.readers = readers.clone();
 
         // The shards of the services this host counts, and of those it reset: each called at
         // most twice (again when Redis lost it, or refused the call as late).
@@ -784,9 +793,12 @@ impl Syncer {
         ]
     }
 
-    fn take_marks(&self, marks: &[Value], report: &mut Report) {
+    fn take_marks(&mut self, marks: &[Value], report: &mut Report) {
         report.hosts = marks.get(2).and_then(int).unwrap_or(1).max(1) as usize;
-        if let Some(Value::BulkString(previous)) = marks.get(4) {
+        // The first mark since the sidecar attached may find the id of the segment it synced
+        // before (PHP restarted with a new file): a namesake shows at the next.
+        let named = std::mem::replace(&mut self.named, true);
+        if let (true, Some(Value::BulkString(previous))) = (named, marks.get(4)) {
             if previous != fleet::host_id_text(self.host_id).as_bytes() {
                 report.namesakes.push(String::from_utf8_lossy(previous).into_owned());
             }
@@ -823,7 +835,12 @@ impl Syncer {
                 // it first): what this host published there is published again, with full, and
                 // the sums are read again; an older copy gets a new birth, so that every host
                 // does the same.
-                if state.known.as_ref().is_some_and(|(born, _)| !born.is_empty()) {
+                // Lost, unless it expired as it should have: no bucket this host holds of it is
+                // read any more (a shard lives as long as its newest bucket is read).
+                let read = |bucket: &Bucket| bucket.start.saturating_add(read_for(&self.readers, bucket.duration));
+                if state.known.as_ref().is_some_and(|(born, _)| !born.is_empty())
+                    && state.buckets.keys().any(|bucket| read(bucket) >= self.redis_time)
+                {
                     report.lost_shards += 1;
                 }
                 state.whole = true;
@@ -1149,7 +1166,8 @@ impl Syncer {
                 }
             }
         }
-        self.rings_written.extend(marks);
+        // Only the services of this sync: the marks of names that left every window go.
+        self.rings_written = marks.into_iter().collect();
     }
 
     /// The other hosts' counts of the services this host has not counted, in `window`, into the
