@@ -30,6 +30,7 @@ use crate::errors::{exception, php_error, storage_exception};
 use crate::fleet;
 use crate::metrics::{self, BucketView, Fleet, ServiceTotals, ServiceView};
 use crate::process;
+use crate::reset_log::NotedReset;
 use crate::settings::{INI_MAX_KEY_LENGTH, INI_MAX_SERVICES};
 use crate::store::{FleetWindow, Renewed, Store, StoreError, TableKind};
 use crate::table::TableError;
@@ -262,8 +263,9 @@ impl AbstractSlidingTimeWindowShm {
         let configured = self.configuration()?;
         let store = process::store()?;
         if store.has_fleet() {
-            // The slots stay, so that the sidecar finds the counters reset and resets the fleet's.
-            note_fleet_reset()?;
+            // Every service of the configuration, those this host sees only through the fleet
+            // included. The slots stay, so that the sidecar finds the counters reset.
+            note_fleet_reset(store, &configured.storage_keys.prefix, true)?;
             store.clear_matching(|key| configured.storage_keys.covers(key));
         } else {
             store.remove_matching(|key| configured.storage_keys.covers(key));
@@ -276,10 +278,12 @@ impl AbstractSlidingTimeWindowShm {
     /// service is mended, so that its circuit admits requests at once.
     pub fn reset_service(&self, service: Str<'_, 1>) -> PhpResult<()> {
         let store = process::store()?;
+        let configured = self.configuration()?;
         if store.has_fleet() {
-            note_fleet_reset()?;
+            let stem = [&configured.storage_keys.prefix[..], &service[..]].concat();
+            note_fleet_reset(store, &stem, false)?;
         }
-        for key in self.configuration()?.storage_keys.of_service(&service) {
+        for key in configured.storage_keys.of_service(&service) {
             for kind in [TableKind::Counters, TableKind::Statuses] {
                 store.clear(kind, &key).map_err(storage_error)?;
             }
@@ -393,14 +397,21 @@ fn snapshot_row(view: &ServiceView, counts_requests: bool) -> PhpResult<ZBox<Zen
     Ok(row)
 }
 
-/// Fleet mode: notes in the segment when this host resets counters, before it clears them, so
-/// that the sidecar dates the fleet's reset by it (see `Segment::fleet_reset_at`).
-fn note_fleet_reset() -> PhpResult<()> {
-    let now_ms =
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |since| since.as_millis());
-    // Relaxed: the sidecar reads it an interval later, when it finds the counters reset; one that
-    // reads an older time dates the reset at its own sync instead, which takes a little more.
-    process::segment()?.fleet_reset_at().fetch_max(now_ms as u64, std::sync::atomic::Ordering::Relaxed);
+/// Fleet mode: notes the reset in the segment's reset log before the counters are cleared (the
+/// service's key stem, or with `every` the prefix of every service of the configuration), so
+/// that the sidecar shares it with the fleet, dated by it, whether or not this host counts the
+/// service and whether or not the sidecar runs now (see `ResetLog`).
+fn note_fleet_reset(store: &Store<'_>, key: &[u8], every: bool) -> PhpResult<()> {
+    let time_ms =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |since| since.as_millis() as u64);
+    if let Some(log) = store.reset_log() {
+        if !log.note(&NotedReset { time_ms, key: key.to_vec(), every }) {
+            return Err(storage_exception(format!(
+                "ganesha_shm: cannot share the reset of \"{}\" with the fleet: the key is longer than ganesha_shm.max_key_length",
+                String::from_utf8_lossy(key)
+            )));
+        }
+    }
     Ok(())
 }
 

@@ -104,6 +104,12 @@ final class FleetHost
         if ($this->sidecar !== null && $this->sidecar->running()) {
             $this->sidecar->stop();
         }
+        $this->stopPhp();
+    }
+
+    /** Ends its PHP process, and leaves its sidecar as it is. */
+    public function stopPhp(): void
+    {
         @\fclose($this->pipes[0]);
         @\fclose($this->pipes[1]);
         \proc_close($this->process);

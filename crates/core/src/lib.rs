@@ -10,6 +10,7 @@
 //! * [`table`]: the lock-free hash table from keys to slots;
 //! * [`circuit`]: what Ganesha would decide for a service, from its figures, pure;
 //! * [`fleet_only`]: fleet mode's region of the services this host sees only through the fleet;
+//! * [`reset_log`]: fleet mode's log of the resets this host made, for the sidecar to share;
 //! * [`store`]: Ganesha's storage operations over the tables and that region;
 //! * [`fleet`]: what the hosts of a fleet share, and how a segment holds it.
 
@@ -28,6 +29,7 @@ mod model_tests;
 // the shared-memory ones work on loom's atomics, which a real mapping cannot hold.
 pub mod fleet_only;
 mod memo;
+pub mod reset_log;
 #[cfg(not(loom))]
 pub mod segment;
 pub mod store;

@@ -32,7 +32,7 @@ use memmap2::MmapRaw;
 pub const MAGIC: u64 = u64::from_ne_bytes(*b"GANESHM1");
 
 /// Bumped whenever the meaning of any word in the segment changes.
-pub const LAYOUT_VERSION: u64 = 4;
+pub const LAYOUT_VERSION: u64 = 5;
 
 /// Header words, by index. The statistics words are updated with `fetch_add` by any process.
 mod header {
@@ -60,9 +60,7 @@ mod header {
     /// Redis tells a late call from a new one across the sidecar's restarts (see
     /// [`super::Segment::fleet_sequence`]). Segments made before it have 0 here, as new ones.
     pub const FLEET_SEQUENCE: usize = 17;
-    /// When this host's latest `reset()` or `resetService()` was made, in unix milliseconds
-    /// (see [`super::Segment::fleet_reset_at`]). Segments made before it have 0 here, as new ones.
-    pub const FLEET_RESET_AT: usize = 18;
+    // Word 18 is unused since layout 5 (the reset log dates every reset): 0.
     /// The window this host's adapters read in fleet mode, as they last noted it (see
     /// [`super::Segment::fleet_window_noted`]): what the sidecar reads the fleet-only services in.
     pub const FLEET_WINDOW: usize = 19;
@@ -130,8 +128,9 @@ pub struct Regions {
     pub settings: Settings,
     /// A figure of the layout the header records and checks (the counters' ring length).
     pub ring_buckets: u64,
-    /// Words of each region, in order: the counters, the statuses, the fleet-only region.
-    pub words: [usize; 3],
+    /// Words of each region, in order: the counters, the statuses, the fleet-only region, the
+    /// reset log.
+    pub words: [usize; 4],
 }
 
 impl Regions {
@@ -747,14 +746,6 @@ impl Segment {
         &self.words()[header::FLEET_SEQUENCE]
     }
 
-    /// When this host's latest reset was made (unix milliseconds, the largest written): the
-    /// adapter writes it as it resets counters in fleet mode, and the sidecar, which finds the
-    /// counters reset at its next sync, dates the fleet's reset of them by it, so that the
-    /// other hosts take what was counted before the reset and nothing counted after.
-    pub fn fleet_reset_at(&self) -> &AtomicU64 {
-        &self.words()[header::FLEET_RESET_AT]
-    }
-
     /// The window an adapter in fleet mode reads in, as it last noted it (`fleet::note_window`):
     /// the sidecar reads the services this host has not counted in it (the fleet-only region).
     pub fn fleet_window_noted(&self) -> &AtomicU64 {
@@ -858,7 +849,7 @@ pub mod guard {
             // The fleet's state is left out: a segment restored from this copy has no fleet view
             // until the sidecar syncs again, rather than one that looks as fresh as at startup.
             let fleet = (header::FLEET_SYNC..header::FLEET_SYNC + super::FLEET_WORDS).contains(&index)
-                || [header::FLEET_SEQUENCE, header::FLEET_RESET_AT, header::FLEET_CLOCK].contains(&index);
+                || [header::FLEET_SEQUENCE, header::FLEET_CLOCK].contains(&index);
             // Relaxed: read and written before the handler is installed.
             word.store(if fleet { 0 } else { value.load(Ordering::Relaxed) }, Ordering::Relaxed);
         }
@@ -1292,6 +1283,7 @@ pub(crate) mod tests {
             words: [
                 settings.max_services as usize * 300,
                 settings.max_services as usize * 10 + settings.max_key_length as usize,
+                0,
                 0,
             ],
         }

@@ -19,6 +19,9 @@ use crate::sync::{AtomicU64, Ordering};
 use crate::fleet_only::FleetOnly;
 #[cfg(not(loom))]
 use crate::fleet_only::FleetOnlyShape;
+use crate::reset_log::ResetLog;
+#[cfg(not(loom))]
+use crate::reset_log::ResetLogShape;
 #[cfg(not(loom))]
 use crate::segment::{Regions, Segment, Settings};
 use crate::table::{Entry, Table, TableError, Usage};
@@ -175,6 +178,8 @@ pub struct Layout {
     /// Fleet mode: the fleet-only region, room for the three counters of as many services as
     /// this host's own (none without fleet mode).
     pub fleet_only: FleetOnlyShape,
+    /// Fleet mode: the resets this host made, until the sidecar shares them (none without).
+    pub reset_log: ResetLogShape,
 }
 
 #[cfg(not(loom))]
@@ -199,6 +204,10 @@ impl Layout {
                 max_key_length,
                 span: Self::ring(settings).len() as usize,
             },
+            reset_log: ResetLogShape {
+                entries: if settings.fleet { crate::reset_log::ENTRIES } else { 0 },
+                max_key_length,
+            },
         }
     }
 
@@ -208,7 +217,12 @@ impl Layout {
         Regions {
             settings,
             ring_buckets: Self::ring(settings).len(),
-            words: [layout.counters.words(), layout.statuses.words(), layout.fleet_only.words()],
+            words: [
+                layout.counters.words(),
+                layout.statuses.words(),
+                layout.fleet_only.words(),
+                layout.reset_log.words(),
+            ],
         }
     }
 
@@ -252,6 +266,8 @@ pub struct Store<'a> {
     fleet_ring: Option<usize>,
     /// Fleet mode: the fleet-only region: the services this host has not counted.
     fleet_only: Option<FleetOnly<'a>>,
+    /// Fleet mode: the resets this host made, for the sidecar.
+    reset_log: Option<ResetLog<'a>>,
 }
 
 /// A counter's own buckets, as the fleet sidecar publishes them.
@@ -280,13 +296,14 @@ impl<'a> Store<'a> {
             ring: Layout::ring(layout.settings),
             fleet_ring: layout.settings.fleet.then(|| RING + Layout::ring(layout.settings).len() as usize),
             fleet_only: layout.settings.fleet.then(|| FleetOnly::new(segment.region(2), layout.fleet_only, seed)),
+            reset_log: layout.settings.fleet.then(|| ResetLog::new(segment.region(3), layout.reset_log)),
         }
     }
 
     /// A store over two tables built elsewhere (the model checker, and tests).
     #[cfg(any(test, loom))]
     pub fn from_tables(counters: Table<'a>, statuses: Table<'a>, ring: Ring) -> Self {
-        Self { counters, statuses, ring, fleet_ring: None, fleet_only: None }
+        Self { counters, statuses, ring, fleet_ring: None, fleet_only: None, reset_log: None }
     }
 
     /// How many LIVE counter slots hold `key`.
@@ -455,6 +472,11 @@ impl<'a> Store<'a> {
     /// Fleet mode: the fleet-only region: the services this host has not counted.
     pub fn fleet_only(&self) -> Option<&FleetOnly<'a>> {
         self.fleet_only.as_ref()
+    }
+
+    /// Fleet mode: the log of the resets this host made (`ResetLog`), which the sidecar shares.
+    pub fn reset_log(&self) -> Option<&ResetLog<'a>> {
+        self.reset_log.as_ref()
     }
 
     /// Fleet mode: the payload word of a counter slot holding its [`FleetWindow`].

@@ -192,8 +192,6 @@ fn run(config: Config) -> ExitCode {
             link.as_mut().expect("connected above"),
             &store,
             segment.fleet_sequence(),
-            // Relaxed: see `Segment::fleet_reset_at`; an older time dates the reset at this sync.
-            segment.fleet_reset_at().load(Ordering::Relaxed),
             segment.fleet_clock(),
             fleet::noted_window(segment.fleet_window_noted()),
             now,
@@ -239,6 +237,10 @@ fn run(config: Config) -> ExitCode {
                     ));
                 }
                 events.report(&config, &report);
+                // What the sync freed (the buckets that left every window, with every name in
+                // them) goes back to the system: names that churn leave no high-water mark.
+                // SAFETY: malloc_trim only walks this process's own heap, under malloc's lock.
+                unsafe { libc::malloc_trim(0) };
             }
             Err(error) => {
                 let what = if refused(&error) { "refused by" } else { "lost" };

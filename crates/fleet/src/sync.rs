@@ -19,14 +19,15 @@
 //! count it can no longer read keeps what was published. A reset of the counter (the segment
 //! counts them) is the one thing that lowers it, and the call says so.
 //!
-//! A reset is shared: a counter reset on this host (`reset()`, `resetService()`) is dated by the
-//! segment (`Segment::fleet_reset_at`), and the call says the time, on Redis's clock; Redis keeps
-//! the latest of each service, and every host that reads a reset newer than it knows takes what
-//! it counted of the service before it (`Store::clear_through`: counts, last failure time,
-//! status), publishes its counts lowered, and reads no sum of the buckets that ended before it
-//! (nor, until every host has lowered its counts, of the bucket it fell in). A marker, not counts
-//! set to 0: applied again, or late, or by a host that joins later, it takes nothing counted
-//! since.
+//! A reset is shared: a reset made on this host (`reset()`, `resetService()`) is in the
+//! segment's reset log (`ResetLog`) with its time, which the call says on Redis's clock, whether
+//! or not this host counts the service; Redis keeps the latest of each service, and the call that
+//! writes it takes every host's counts of the service in the buckets that began before it (each
+//! by that host's clock), and leaves them out of every later call of a host that has not taken it.
+//! Every host that reads a reset newer than it knows takes what it counted of the service before
+//! it from its segment (`Store::clear_through`: counts, last failure time, status). A marker, not
+//! counts set to 0: applied again, or late, or by a host that joins later, it takes nothing
+//! counted since.
 //!
 //! So is the half-open trial: for each service whose circuit rejects requests here, the call
 //! sends this host's last failure and whether it wants the trial; Redis keeps the fleet's latest
@@ -247,9 +248,6 @@ pub struct Syncer {
     /// last failure and, when this host holds the trial, until when (unix milliseconds, Redis's
     /// clock).
     trials_read: Vec<(Vec<u8>, u64, Option<u64>)>,
-    /// The unix time of the last sync, in milliseconds: a reset the segment dates before it was
-    /// said already, so that a later one went unnoted (see `observe`).
-    last_sync_ms: u64,
     /// By service, the bucket after the current one when its fleet rings were last written: a
     /// ring whose range only moved on, with no sum in the buckets it moved to, holds what it
     /// should already.
@@ -265,6 +263,10 @@ pub struct Syncer {
     /// How far this host's clock is ahead of Redis's, in milliseconds, as it stamps buckets by
     /// (`Segment::fleet_clock`): moved only when the clock moved more than [`CLOCK_MOVED_MS`].
     clock: Option<i64>,
+    /// The resets of the segment's reset log (`ResetLog`) taken into `pending_resets` already: by
+    /// key and kind, the latest time (unix milliseconds, this host's clock). A sidecar that starts
+    /// takes every one again: sharing a reset twice is the same cut.
+    resets_noted: HashMap<(Vec<u8>, bool), u64>,
     /// How long after its start this host reads a bucket of each duration, as the last sync said
     /// (see `readers`): whether a shard it finds gone should still have been there.
     readers: BTreeMap<u64, u64>,
@@ -292,7 +294,6 @@ impl Syncer {
             resets_read: Vec::new(),
             trials_asked: BTreeMap::new(),
             trials_read: Vec::new(),
-            last_sync_ms: 0,
             rings_written: HashMap::new(),
             redis_time: 0,
             clock_ahead_s: 0,
@@ -303,6 +304,7 @@ impl Syncer {
             stamps: HashMap::new(),
             readers: BTreeMap::new(),
             named: false,
+            resets_noted: HashMap::new(),
         }
     }
 
@@ -328,6 +330,7 @@ impl Syncer {
         self.clock_checked = false;
         self.stamps.clear();
         self.named = false;
+        self.resets_noted.clear();
     }
 
     /// A new connection: what Redis holds is checked again at the next call of each shard (the
@@ -360,14 +363,9 @@ impl Syncer {
     }
 
     /// What the segment holds now: this host's counts by shard and bucket, and the counters'
-    /// resets, noting those reset since the last sync, dated by `reset_at_ms` (the segment's
-    /// latest reset), or by now when that is not since the last sync (written before the reset
-    /// was, or not at all: a later date, which takes a little more from the other hosts).
-    fn observe(&mut self, store: &Store<'_>, now: u64, reset_at_ms: u64) -> Observed {
-        let now_ms = unix_now_ms();
-        let dated_ms = if (self.last_sync_ms..=now_ms).contains(&reset_at_ms) { reset_at_ms } else { now_ms };
-        self.last_sync_ms = now_ms;
-        let reset_at = u64::try_from(dated_ms as i64 - self.clock_ahead_ms).unwrap_or(0);
+    /// resets, noting those reset since the last sync, whose counts it publishes lowered (when
+    /// and what was reset, the segment's reset log says: see `take_noted_resets`).
+    fn observe(&mut self, store: &Store<'_>, now: u64) -> Observed {
         let mut observed = Observed { counts: BTreeMap::new(), windows: BTreeMap::new(), unshared: 0 };
         let mut resets = HashMap::new();
         // Beyond the bound, this host's clock is not one the fleet may count on: nothing shared.
@@ -403,8 +401,7 @@ impl Syncer {
         for (key, &count) in &resets {
             if self.resets_seen.get(key).is_some_and(|&seen| seen != count) {
                 if let Some((service, counter)) = fleet::counter_of(key, &self.config.suffixes) {
-                    let (mask, at) = self.pending_resets.entry(service.to_vec()).or_default();
-                    (*mask, *at) = (*mask | 1 << counter, Some(reset_at.max(at.unwrap_or(0))));
+                    self.pending_resets.entry(service.to_vec()).or_default().0 |= 1 << counter;
                 }
             }
         }
@@ -432,17 +429,15 @@ impl Syncer {
     }
 
     /// One sync at unix time `now` (seconds, this host's clock); `sequence` is the segment's
-    /// word of the sidecar's sequence (`Segment::fleet_sequence`), `reset_at_ms` the time of its
-    /// latest reset (`Segment::fleet_reset_at`), `clock` its word of how far this host's clock
+    /// word of the sidecar's sequence (`Segment::fleet_sequence`), `clock` its word of how far
+    /// this host's clock
     /// is ahead of Redis's (`Segment::fleet_clock`).
     /// `noted` is the window the adapters noted (`Segment::fleet_window_noted`).
-    #[allow(clippy::too_many_arguments)]
     pub fn sync(
         &mut self,
         link: &mut Link,
         store: &Store<'_>,
         sequence: &AtomicU64,
-        reset_at_ms: u64,
         clock: &AtomicU64,
         noted: Option<FleetWindow>,
         now: u64,
@@ -457,7 +452,8 @@ impl Syncer {
             self.measured(unix_now_ms() as i64 - time as i64, clock);
             self.clock_checked = true;
         }
-        let observed = self.observe(store, now, reset_at_ms);
+        let observed = self.observe(store, now);
+        self.take_noted_resets(store, &observed);
         report.round_trips = round_trips;
         report.rejected = observed.unshared;
         report.services = observed.windows.len();
@@ -540,6 +536,39 @@ impl Syncer {
             self.write_fleet_only(store, &observed, window, now, &mut report);
         }
         Ok(report)
+    }
+
+    /// The resets of the segment's reset log not taken yet, as resets this host shares, dated by
+    /// the log on Redis's clock: a reset of one service, whether or not this host counts it (it may
+    /// see it only through the fleet), or of every service whose key starts with a prefix
+    /// (`reset()`), which this host knows of (its own, and those it read sums of).
+    fn take_noted_resets(&mut self, store: &Store<'_>, observed: &Observed) {
+        let Some(log) = store.reset_log() else { return };
+        let mut noted: HashMap<(Vec<u8>, bool), u64> = HashMap::new();
+        for reset in log.read() {
+            let latest = noted.entry((reset.key, reset.every)).or_default();
+            *latest = reset.time_ms.max(*latest);
+        }
+        let mut made: Vec<(Vec<u8>, u64)> = Vec::new();
+        for ((key, every), &time_ms) in &noted {
+            if self.resets_noted.get(&(key.clone(), *every)).is_some_and(|&taken| taken >= time_ms) {
+                continue;
+            }
+            let at = u64::try_from(time_ms as i64 - self.clock_ahead_ms).unwrap_or(0);
+            if !every {
+                made.push((key.clone(), at));
+                continue;
+            }
+            let counted = observed.windows.keys();
+            let read = self.shards.values().flat_map(|shard| shard.buckets.values().flat_map(|bucket| bucket.sums.keys()));
+            let services: BTreeSet<&Vec<u8>> = counted.chain(read).filter(|service| service.len() > key.len() && service.starts_with(key)).collect();
+            made.extend(services.into_iter().map(|service| (service.clone(), at)));
+        }
+        for (service, at) in made {
+            // The log's time, rather than the one a counter's reset is dated by otherwise.
+            self.pending_resets.entry(service).or_default().1 = Some(at);
+        }
+        self.resets_noted = noted;
     }
 
     /// Takes a measure of how far this host's clock is ahead of Redis's: the figure buckets are
@@ -839,7 +868,7 @@ impl Syncer {
                 // read any more (a shard lives as long as its newest bucket is read).
                 let read = |bucket: &Bucket| bucket.start.saturating_add(read_for(&self.readers, bucket.duration));
                 if state.known.as_ref().is_some_and(|(born, _)| !born.is_empty())
-                    && state.buckets.keys().any(|bucket| read(bucket) >= self.redis_time)
+                    && state.buckets.keys().any(|bucket| read(bucket) > self.redis_time)
                 {
                     report.lost_shards += 1;
                 }

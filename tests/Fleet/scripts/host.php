@@ -8,6 +8,8 @@
  *        reported to Ganesha; answers the slowest report in ms
  *   {"op":"available","service":S}   isAvailable(), and how long it took
  *   {"op":"trial","service":S,"ok":B}  isAvailable(), then success() or failure() if admitted
+ *   {"op":"spray","prefix":P,"count":N}  one failure of each of N services named P0, P1, …;
+ *        answers how many Ganesha took without an exception
  *   {"op":"reset","service":S}  the adapter's resetService()
  *   {"op":"reset_all"}  the adapter's reset()
  *   {"op":"snapshot"}  the adapter's snapshot(), ganesha_shm_info() and hrtime in ms
@@ -88,6 +90,18 @@ while (($line = fgets(STDIN)) !== false) {
             }
 
             return ['admitted' => $admitted];
+        })(),
+        'spray' => (function () use ($ganesha, $command): array {
+            $taken = 0;
+            for ($i = 0; $i < $command['count']; ++$i) {
+                try {
+                    $ganesha->failure($command['prefix'] . $i);
+                    ++$taken;
+                } catch (\Throwable) {
+                }
+            }
+
+            return ['taken' => $taken];
         })(),
         'reset' => (function () use ($adapter, $service): array {
             $adapter->resetService($service);
