@@ -175,4 +175,68 @@ final class FleetHostFaultsTest extends FleetTestCase
             $this->hosts = [];
         }
     }
+    /**
+     * h1's segment file copied to a new host (an image with /run on disk): the copy finds that
+     * another segment runs under its id, takes one of its own, and says so in one line; then
+     * every host's view is exact: what h1 counted before the copy once, and what each of the two
+     * counted since. Both once published under one id, and Redis kept the larger of their counts.
+     */
+    public function testASegmentFileCopiedToAnotherHostBecomesAHostOfItsOwn(): void
+    {
+        [$original, $observer] = $this->startHosts(2);
+        $service = self::service('copied');
+        $original->record($service, 3);
+        $observer->record($service, 0, 1);
+        $this->waitForSyncs([$original, $observer], $this->nowMs());
+        \copy($original->segment, "{$this->dir}/copy.segment");
+        \chmod("{$this->dir}/copy.segment", 0600);
+        $this->waitForSyncs([$original, $observer], $this->nowMs(), 1);
+
+        $copy = $this->startHost('copy');
+        $hosts = [$original, $observer, $copy];
+        $this->waitForSyncs($hosts, $this->nowMs(), 1);
+        $original->record($service, 5);
+        $copy->record($service, 7);
+        $line = 'another segment runs under this host\'s id';
+        $this->waitUntil(fn () => $copy->sidecar->logLines($line) + $original->sidecar->logLines($line) === 1, 'one of the two finds out');
+        $this->waitForSyncs($hosts, $this->nowMs());
+        foreach ($hosts as $host) {
+            self::assertSame([15, 1], [self::fleetCounts($host, $service)['failures'] ?? null, self::fleetCounts($host, $service)['successes'] ?? null], "{$host->name}'s view: 3 before the copy, 5 and 7 since\n" . $this->logs());
+        }
+        // Whichever of the two finds the other first takes a new id; the other keeps the old.
+        self::assertSame(1, $copy->sidecar->logLines($line) + $original->sidecar->logLines($line), "one line, on one of the two:\n" . $this->logs());
+    }
+
+    /**
+     * h1's segment restored from an older copy of itself (a virtual machine rolled back): h1 had
+     * counted 4 failures when the copy was taken, and 1 more after. Once restored, every host's
+     * view, h1's own included, holds the 5 (the fleet has the 5th under h1's id), and what h1
+     * counts since counts too. The restored host once took its own 5th failure off as its own.
+     */
+    public function testASegmentRestoredFromAnOlderCopyOfItselfSeesItsFleetExactly(): void
+    {
+        [$host, $other] = $this->startHosts(2, self::COUNTING);
+        $service = self::service('restored');
+        $host->record($service, 4);
+        $other->record($service, 0, 2);
+        $this->waitForSyncs([$host, $other], $this->nowMs());
+        \copy($host->segment, "{$this->dir}/older.segment");
+        $host->record($service, 1);
+        $this->waitForSyncs([$host, $other], $this->nowMs());
+        self::assertSame(5, self::fleetCounts($other, $service)['failures'] ?? null);
+
+        $host->close();
+        \copy("{$this->dir}/older.segment", $host->segment);
+        $restored = $this->startHost($host->name, self::COUNTING);
+        $this->waitForSyncs([$restored, $other], $this->nowMs(), 3);
+        foreach ([$restored, $other] as $each) {
+            self::assertSame([5, 2], [self::fleetCounts($each, $service)['failures'] ?? null, self::fleetCounts($each, $service)['successes'] ?? null], "{$each->name}'s view after the restore\n" . $this->logs());
+        }
+        $restored->record($service, 2);
+        $this->waitForSyncs([$restored, $other], $this->nowMs());
+        foreach ([$restored, $other] as $each) {
+            self::assertSame(7, self::fleetCounts($each, $service)['failures'] ?? null, "{$each->name}'s view, 2 more since the restore\n" . $this->logs());
+        }
+        self::assertSame(0, $restored->sidecar->logLines('another host runs under the name'), "no namesake:\n" . $restored->sidecar->logText());
+    }
 }

@@ -67,6 +67,13 @@ mod header {
     /// How far this host's clock is ahead of Redis's, as the fleet sidecar keeps it (see
     /// [`super::Segment::fleet_clock`]). Segments made before it have 0 here: none, as new ones.
     pub const FLEET_CLOCK: usize = 20;
+    /// Since when this segment has its fleet id, when the sidecar gave it a new one (see
+    /// [`super::Segment::renew_fleet_host_id`]): unix milliseconds, 0 for never.
+    pub const FLEET_SINCE: usize = 21;
+    /// The file this segment was made in, or the sidecar last found it in: its device and inode
+    /// (see [`super::Segment::fleet_file`]). 0 for an anonymous segment.
+    pub const FILE_DEVICE: usize = 22;
+    pub const FILE_INODE: usize = 23;
     /// Header length, three cache lines; the rest is left for later versions.
     pub const WORDS: usize = 24;
 }
@@ -557,6 +564,9 @@ impl Segment {
             // `guard` handles. (`MmapRaw` hands out only a raw pointer: mapping it is safe.)
             let map = MmapRaw::map_raw(&file)?;
             let segment = Self::new(Mapping::Made(map), layout, Backing::File(path.to_path_buf()), true);
+            // Before it is linked, as the header: a copy of the file is another file.
+            let metadata = file.metadata()?;
+            segment.note_fleet_file((metadata.dev(), metadata.ino()));
             match directory.link(&temporary, name) {
                 Ok(()) => Ok(Some(segment)),
                 Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(None),
@@ -734,8 +744,42 @@ impl Segment {
     /// names the segment, not the machine or the sidecar's `--host` (which two hosts may share,
     /// and which a restarted sidecar may change).
     pub fn fleet_host_id(&self) -> u64 {
-        // Relaxed: written once, before the segment is shared.
+        // Relaxed: written before the segment is shared, and then by the sidecar alone (see
+        // `renew_fleet_host_id`), which reads it.
         self.header_word(header::FLEET_HOST_ID).load(Ordering::Relaxed)
+    }
+
+    /// Gives this segment a new id in the fleet, noting since when (`now_ms`, unix milliseconds):
+    /// the sidecar does, once it found that another segment runs under its id (a copy of its
+    /// file, or this file restored from an older copy), so that the two are two hosts. What the
+    /// segment counted before, the fleet has under the old id. The sidecar alone writes both.
+    pub fn renew_fleet_host_id(&self, now_ms: u64) -> u64 {
+        let id = random_seed();
+        // Relaxed (both): words the sidecar alone writes, and reads, from one thread.
+        self.words()[header::FLEET_SINCE].store(now_ms, Ordering::Relaxed);
+        self.words()[header::FLEET_HOST_ID].store(id, Ordering::Relaxed);
+        id
+    }
+
+    /// The file this segment was made in, as `(device, inode)`, or the one the sidecar found it
+    /// in when it renewed the segment's fleet id: a segment found in another file is a copy (an
+    /// image, a snapshot, a restore), which another host may run too.
+    pub fn fleet_file(&self) -> (u64, u64) {
+        // Relaxed (both): written before the file is linked, then by the sidecar alone.
+        (self.words()[header::FILE_DEVICE].load(Ordering::Relaxed), self.words()[header::FILE_INODE].load(Ordering::Relaxed))
+    }
+
+    /// Notes the file this segment is in (see [`Segment::fleet_file`]).
+    pub fn note_fleet_file(&self, (device, inode): (u64, u64)) {
+        // Relaxed (both): see `fleet_file`.
+        self.words()[header::FILE_DEVICE].store(device, Ordering::Relaxed);
+        self.words()[header::FILE_INODE].store(inode, Ordering::Relaxed);
+    }
+
+    /// Since when this segment has its fleet id, when the sidecar renewed it (unix
+    /// milliseconds; 0: it has the one it was made with).
+    pub fn fleet_since(&self) -> &AtomicU64 {
+        &self.words()[header::FLEET_SINCE]
     }
 
     /// The fleet sidecar's call sequence (the sidecar alone writes it): each call the sidecar
@@ -849,7 +893,7 @@ pub mod guard {
             // The fleet's state is left out: a segment restored from this copy has no fleet view
             // until the sidecar syncs again, rather than one that looks as fresh as at startup.
             let fleet = (header::FLEET_SYNC..header::FLEET_SYNC + super::FLEET_WORDS).contains(&index)
-                || [header::FLEET_SEQUENCE, header::FLEET_CLOCK].contains(&index);
+                || [header::FLEET_SEQUENCE, header::FLEET_CLOCK, header::FLEET_SINCE].contains(&index);
             // Relaxed: read and written before the handler is installed.
             word.store(if fleet { 0 } else { value.load(Ordering::Relaxed) }, Ordering::Relaxed);
         }

@@ -19,7 +19,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use ganesha_shm_core::fleet::host_id_text;
-use ganesha_shm_core::fleet::{self, monotonic_ms, SyncState};
+use ganesha_shm_core::fleet::{monotonic_ms, SyncState};
 use ganesha_shm_core::segment::{guard, Refusal, Segment};
 use ganesha_shm_core::store::{Layout, Store};
 
@@ -156,8 +156,9 @@ fn run(config: Config) -> ExitCode {
                 Err(status) => return status,
             }
         }
-        let Some(Attached { segment, .. }) = &attached else { continue };
+        let Some(Attached { segment, file }) = &attached else { continue };
         syncer.attached(segment.fleet_host_id());
+        syncer.attached_file(segment.fleet_file(), *file);
         let store = Store::new(segment);
         let words = segment.fleet_words();
         let state = SyncState::read(words);
@@ -188,14 +189,12 @@ fn run(config: Config) -> ExitCode {
         }
         let now = unix_time();
         let cpu = cpu_time();
-        match syncer.sync(
-            link.as_mut().expect("connected above"),
-            &store,
-            segment.fleet_sequence(),
-            segment.fleet_clock(),
-            fleet::noted_window(segment.fleet_window_noted()),
-            now,
-        ) {
+        match syncer.sync(link.as_mut().expect("connected above"), segment, &store, now) {
+            Ok(report) if report.renewed.is_some() => {
+                // A copy found, and an id of its own taken: the next sync, at once, under it.
+                events.report(&config, &report);
+                next = started;
+            }
             Ok(report) if !report.complete => {
                 // Some shards did not sync (Redis out of memory, or refusing this host's calls as
                 // late): their services' counts are not refreshed, so none decides.
@@ -267,12 +266,6 @@ fn incomplete(report: &crate::sync::Report) -> String {
             "Redis could not write {} (out of memory, evicting nothing: raise maxmemory, or see docs/fleet.md, \"Redis's memory\")",
             report.unwritten.join(", ")
         ));
-    }
-    if report.stale > 0 {
-        why.push(
-            "Redis refused this host's calls twice as older than one it applied (another sidecar syncs this segment?)"
-                .to_string(),
-        );
     }
     if report.lost_shards > 0 {
         why.push("Redis lost shards again while they were published".to_string());
@@ -372,8 +365,6 @@ struct Events {
     logged: HashSet<Vec<u8>>,
     /// Whether the clock-ahead line was logged, since the last sync that shared every bucket.
     ahead_logged: bool,
-    /// Whether the line on calls refused as late was logged.
-    stale_logged: bool,
     /// Whether the line on a fleet-only region too small was logged, since the last sync whose
     /// region held every service.
     fleet_only_full_logged: bool,
@@ -398,11 +389,12 @@ impl Events {
                 report.lost_shards
             ));
         }
-        if report.stale > 0 && !self.stale_logged {
-            self.stale_logged = true;
-            self.limiter.log(&format!(
-                "Redis refused {} calls as older than one it applied for this host: another sidecar syncs this segment (or a copy of it, which has its id), or a call was delivered late",
-                report.stale
+        if let Some((old, new)) = report.renewed {
+            // Once per copy found: each finds it once, and takes an id no other segment has.
+            log(&format!(
+                "another segment runs under this host's id {} (a copy of this segment file, or this file restored from an older copy): this host is {} in the fleet from now on; what it counted before, the fleet has under the old id",
+                host_id_text(old),
+                host_id_text(new)
             ));
         }
         for id in &report.namesakes {

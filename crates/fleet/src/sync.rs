@@ -47,6 +47,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use ganesha_shm_core::fleet::{self, Bucket, CLOCK_BOUND_S, CLOCK_MOVED_MS, MAX_COUNT};
 use ganesha_shm_core::fleet_only::FleetOnlyEntry;
+use ganesha_shm_core::segment::Segment;
 use ganesha_shm_core::store::{FleetWindow, Store, TableKind};
 use redis::{Cmd, Value};
 
@@ -110,8 +111,12 @@ pub struct Report {
     /// replica that missed writes): published again in this sync.
     pub lost_shards: usize,
     /// Calls Redis refused because it had applied one of this host with a later sequence
-    /// already: a call of another sidecar on the same segment (or a copy of it).
+    /// already: another segment runs under this host's id (a copy of its file, or this file
+    /// restored from an older copy).
     pub stale: usize,
+    /// The id this host had and the one it took instead, when it found another segment running
+    /// under its id.
+    pub renewed: Option<(u64, u64)>,
     /// Shards Redis could not write (out of memory under `noeviction`), with what it said.
     pub unwritten: Vec<String>,
     /// Counters whose fleet counts the segment refused, with why.
@@ -202,6 +207,10 @@ struct Observed {
     windows: BTreeMap<Vec<u8>, Vec<(u8, FleetWindow)>>,
     /// Buckets not shared: this host's clock is further from Redis's than the bound.
     unshared: u64,
+    /// By bucket (Redis's clock), this host's counts of the buckets that began before its id was
+    /// renewed (`Segment::fleet_since`): the fleet has them under its old id, so they are neither
+    /// published again nor read as other hosts'.
+    inherited: HashMap<Bucket, Counts>,
 }
 
 /// The fleet's half-open trial of a service whose circuit rejected requests here lately.
@@ -263,6 +272,20 @@ pub struct Syncer {
     /// How far this host's clock is ahead of Redis's, in milliseconds, as it stamps buckets by
     /// (`Segment::fleet_clock`): moved only when the clock moved more than [`CLOCK_MOVED_MS`].
     clock: Option<i64>,
+    /// Since when this segment has its id (`Segment::fleet_since`, unix milliseconds; 0: since
+    /// it was made), and this host's counts of the buckets that began before (see `Observed`).
+    since_ms: u64,
+    inherited: HashMap<Bucket, Counts>,
+    /// Since this sidecar renewed the id: by bucket (Redis's clock), what the fleet has of this
+    /// segment's counts under the old id (the least of what the segment held then, and what Redis
+    /// held of the old id). Without it (the sidecar restarted since), every bucket that began
+    /// before the renewal is taken as the old id's whole.
+    baseline: Option<HashMap<Bucket, Counts>>,
+    /// What Redis held of this host's id in each bucket, as the calls refused as late said.
+    old_own: HashMap<Bucket, Counts>,
+    /// The file the segment is in now, when the segment records another (`Segment::fleet_file`):
+    /// a copy, whose first round asks what Redis holds of its id, and renews it.
+    copied_into: Option<(u64, u64)>,
     /// The resets of the segment's reset log (`ResetLog`) taken into `pending_resets` already: by
     /// key and kind, the latest time (unix milliseconds, this host's clock). A sidecar that starts
     /// takes every one again: sharing a reset twice is the same cut.
@@ -305,6 +328,11 @@ impl Syncer {
             readers: BTreeMap::new(),
             named: false,
             resets_noted: HashMap::new(),
+            since_ms: 0,
+            inherited: HashMap::new(),
+            baseline: None,
+            old_own: HashMap::new(),
+            copied_into: None,
         }
     }
 
@@ -315,6 +343,13 @@ impl Syncer {
             self.host_id = host_id;
             self.forget();
         }
+    }
+
+    /// The segment attached is in the file `current`, and records that it was made in (or last
+    /// found in) `recorded`: when they differ, the segment is a copy (of an image, a snapshot, a
+    /// restore), and its first sync takes an id of its own before it publishes anything.
+    pub fn attached_file(&mut self, recorded: (u64, u64), current: (u64, u64)) {
+        self.copied_into = (recorded != (0, 0) && recorded != current).then_some(current);
     }
 
     /// Forgets all it knows of Redis and of the segment: the next sync publishes all the segment
@@ -331,6 +366,8 @@ impl Syncer {
         self.stamps.clear();
         self.named = false;
         self.resets_noted.clear();
+        self.baseline = None;
+        self.old_own.clear();
     }
 
     /// A new connection: what Redis holds is checked again at the next call of each shard (the
@@ -366,7 +403,9 @@ impl Syncer {
     /// resets, noting those reset since the last sync, whose counts it publishes lowered (when
     /// and what was reset, the segment's reset log says: see `take_noted_resets`).
     fn observe(&mut self, store: &Store<'_>, now: u64) -> Observed {
-        let mut observed = Observed { counts: BTreeMap::new(), windows: BTreeMap::new(), unshared: 0 };
+        let mut observed =
+            Observed { counts: BTreeMap::new(), windows: BTreeMap::new(), unshared: 0, inherited: HashMap::new() };
+        let since_ms = self.since_ms;
         let mut resets = HashMap::new();
         // Beyond the bound, this host's clock is not one the fleet may count on: nothing shared.
         let ahead = self.clock.unwrap_or(0);
@@ -390,12 +429,27 @@ impl Syncer {
                 });
                 stamps.insert(counted, stamp);
                 let bucket = Bucket { duration, start: stamp };
+                // What the fleet has under this segment's old id, if it had one: not published
+                // again, nor read as another host's.
+                let inherited = match &self.baseline {
+                    Some(baseline) => baseline.get(&bucket).and_then(|counts| counts.get(service)).map_or(0, |c| c[usize::from(counter)]).min(count),
+                    None if start.saturating_mul(1000) < since_ms => count,
+                    None => 0,
+                };
+                if inherited > 0 {
+                    let counts = observed.inherited.entry(bucket).or_default().entry(service.to_vec()).or_default();
+                    counts[usize::from(counter)] = (counts[usize::from(counter)] + inherited).min(MAX_COUNT);
+                }
                 let counts = shard.entry(bucket).or_default().entry(service.to_vec()).or_default();
                 // Added: two buckets of this host's share a stamp when its figure moved between.
-                counts[usize::from(counter)] = (counts[usize::from(counter)] + count).min(MAX_COUNT);
+                counts[usize::from(counter)] = (counts[usize::from(counter)] + count - inherited).min(MAX_COUNT);
             }
         }
         // Kept for the buckets the segment still holds, no longer: bounded by the windows.
+        if let Some(baseline) = &mut self.baseline {
+            let held: HashSet<u64> = stamps.values().copied().collect();
+            baseline.retain(|bucket, _| held.contains(&bucket.start));
+        }
         self.stamps = stamps;
         // A counter whose resets moved was reset: its counts are set as they are now, lower.
         for (key, &count) in &resets {
@@ -428,20 +482,15 @@ impl Syncer {
         observed
     }
 
-    /// One sync at unix time `now` (seconds, this host's clock); `sequence` is the segment's
-    /// word of the sidecar's sequence (`Segment::fleet_sequence`), `clock` its word of how far
-    /// this host's clock
-    /// is ahead of Redis's (`Segment::fleet_clock`).
-    /// `noted` is the window the adapters noted (`Segment::fleet_window_noted`).
-    pub fn sync(
-        &mut self,
-        link: &mut Link,
-        store: &Store<'_>,
-        sequence: &AtomicU64,
-        clock: &AtomicU64,
-        noted: Option<FleetWindow>,
-        now: u64,
-    ) -> redis::RedisResult<Report> {
+    /// One sync of `segment` (over `store`) at unix time `now` (seconds, this host's clock).
+    pub fn sync(&mut self, link: &mut Link, segment: &Segment, store: &Store<'_>, now: u64) -> redis::RedisResult<Report> {
+        // The sidecar's sequence, and how far this host's clock is ahead of Redis's, kept by the
+        // segment; the window the adapters noted.
+        let (sequence, clock) = (segment.fleet_sequence(), segment.fleet_clock());
+        let noted = fleet::noted_window(segment.fleet_window_noted());
+        // Relaxed: a word the sidecar alone writes.
+        self.since_ms = segment.fleet_since().load(Ordering::Relaxed);
+        self.old_own.clear();
         let mut report = Report { complete: true, ..Report::default() };
         let mut round_trips = 0;
         if !self.clock_checked {
@@ -452,7 +501,8 @@ impl Syncer {
             self.measured(unix_now_ms() as i64 - time as i64, clock);
             self.clock_checked = true;
         }
-        let observed = self.observe(store, now);
+        let mut observed = self.observe(store, now);
+        self.inherited = std::mem::take(&mut observed.inherited);
         self.take_noted_resets(store, &observed);
         report.round_trips = round_trips;
         report.rejected = observed.unshared;
@@ -483,19 +533,33 @@ impl Syncer {
         todo.extend(self.trials_asked.keys().map(|service| fleet::shard_of(service)));
         let mut calls: HashMap<u32, u8> = HashMap::new();
         let mut marked = false;
+        // Whether this round asks every shard what Redis holds of this host's id, before the host
+        // takes one of its own: another segment runs under it (see `renew`).
+        let mut probing = self.copied_into.is_some();
+        if probing {
+            todo.extend(0..fleet::SHARDS);
+        }
         // At least once: this host's marks go even when it counts nothing.
         while !todo.is_empty() || !marked {
             // The shards this host knows go in one pipeline, with its marks; a shard it publishes
             // whole goes in a round trip of its own, so that when every host republishes at once
-            // (Redis restarted empty) no reply waits behind more than one call of each.
-            let (whole, known): (Vec<u32>, Vec<u32>) =
-                todo.iter().partition(|shard| self.shards.get(shard).is_none_or(Shard::whole));
+            // (Redis restarted empty) no reply waits behind more than one call of each. A probe
+            // asks every shard in one.
+            let (whole, known): (Vec<u32>, Vec<u32>) = if probing {
+                (Vec::new(), todo.iter().copied().collect())
+            } else {
+                todo.iter().partition(|shard| self.shards.get(shard).is_none_or(Shard::whole))
+            };
             let mut again = BTreeSet::new();
+            // One sequence for every call of a round (each shard is called once in it): a
+            // segment whose sequence is behind what Redis applied of its id in any shard it wrote
+            // since (a copy of it, or an older copy restored) is found at its first round. A probe
+            // sends 0, which every shard refuses, with what it holds of the id.
+            let number = if probing { 0 } else { next_sequence(sequence) };
             for batch in std::iter::once(known).chain(whole.into_iter().map(|shard| vec![shard])) {
                 if batch.is_empty() && marked {
                     continue;
                 }
-                let number = next_sequence(sequence);
                 let mut sent = Vec::new();
                 let mut commands = Vec::new();
                 for &shard in &batch {
@@ -513,16 +577,30 @@ impl Syncer {
                     self.take_marks(&replies[sent.len()..], &mut report);
                     marked = true;
                 }
+                let mut stale = false;
                 for ((shard, call), reply) in sent.into_iter().zip(&replies) {
                     let called = calls.entry(shard).or_default();
                     *called += 1;
                     match self.take_reply(shard, &call, reply, &observed, sequence, &mut report)? {
                         Outcome::Synced | Outcome::Skipped => {}
-                        Outcome::Reborn | Outcome::Stale if *called < 2 => {
+                        Outcome::Stale => stale = true,
+                        Outcome::Reborn if *called < 2 => {
                             again.insert(shard);
                         }
-                        Outcome::Reborn | Outcome::Stale => report.complete = false,
+                        Outcome::Reborn => report.complete = false,
                     }
+                }
+                if probing {
+                    self.renew(segment, &observed, &mut report);
+                    return Ok(report);
+                }
+                if stale {
+                    // Redis applied a call of this id with a later sequence than this segment
+                    // made: another segment runs under its id. Every shard is asked what Redis
+                    // holds of it, in a round of its own.
+                    probing = true;
+                    again = (0..fleet::SHARDS).collect();
+                    break;
                 }
             }
             todo = again;
@@ -536,6 +614,34 @@ impl Syncer {
             self.write_fleet_only(store, &observed, window, now, &mut report);
         }
         Ok(report)
+    }
+
+    /// Another segment runs under this host's id (a copy of this segment file, or this file
+    /// restored from an older copy of it: Redis applied a call of the id with a later sequence
+    /// than this segment made, or the segment is in another file than it was made in). This one
+    /// takes an id of its own. What it counted before now, the fleet has under the old id: as
+    /// much as both the segment holds and Redis holds of the old id (`old_own`, which a probe
+    /// read), which it neither publishes again nor reads as another host's (see `Observed`).
+    fn renew(&mut self, segment: &Segment, observed: &Observed, report: &mut Report) {
+        let old = self.host_id;
+        let mut baseline: HashMap<Bucket, Counts> = HashMap::new();
+        for (bucket, counts) in observed.counts.values().flatten() {
+            for (service, seen) in counts {
+                let held = self.old_own.get(bucket).and_then(|held| held.get(service)).copied().unwrap_or_default();
+                let base: [u64; 3] = std::array::from_fn(|c| seen[c].min(held[c]));
+                if base != [0; 3] {
+                    baseline.entry(*bucket).or_default().insert(service.clone(), base);
+                }
+            }
+        }
+        let renewed = segment.renew_fleet_host_id(unix_now_ms());
+        if let Some(file) = self.copied_into.take() {
+            segment.note_fleet_file(file);
+        }
+        self.attached(renewed);
+        self.baseline = Some(baseline);
+        report.renewed = Some((old, renewed));
+        report.complete = false;
     }
 
     /// The resets of the segment's reset log not taken yet, as resets this host shares, dated by
@@ -883,6 +989,10 @@ impl Syncer {
             }
             "stale" => {
                 report.stale += 1;
+                for (field, blob) in pairs(own) {
+                    let (Some(bucket), Some((rows, _))) = (fleet::parse_bucket_field(&field), packed::unpack_rows(&blob, MAX_COUNT)) else { continue };
+                    self.old_own.entry(bucket).or_default().extend(rows);
+                }
                 let stored = int(stored).unwrap_or(0).max(0) as u64;
                 // Relaxed: the sidecar alone writes the word, from this thread.
                 sequence.fetch_max(stored.min(MAX_SEQUENCE), Ordering::Relaxed);
@@ -1140,7 +1250,10 @@ impl Syncer {
             return 0;
         }
         let shard = self.shards.get(&fleet::shard_of(service));
-        shard.and_then(|shard| shard.buckets.get(&bucket)).map_or(0, |state| state.others(service, counter))
+        let others = shard.and_then(|shard| shard.buckets.get(&bucket)).map_or(0, |state| state.others(service, counter));
+        // What this host counted under its old id is in the sums as another host's.
+        let inherited = self.inherited.get(&bucket).and_then(|counts| counts.get(service)).map_or(0, |counts| counts[counter]);
+        others.saturating_sub(inherited)
     }
 
     /// The other hosts' counts into the fleet rings of the services this host counts.
