@@ -112,10 +112,12 @@ php_on() {
 }
 
 # A copy of the filled segment as another host: the same counts, an id of its own (the header's
-# word 16, see crates/core/src/segment.rs).
+# word 16, see crates/core/src/segment.rs), and no record of the file it was made in (words 22
+# and 23), by which its sidecar would find it a copy of the filled one and renew its id.
 copy_as_new_host() {
     cp "$work/filled.segment" "$1"
     head -c 8 /dev/urandom | dd of="$1" bs=8 seek=16 conv=notrunc status=none
+    dd if=/dev/zero of="$1" bs=8 seek=22 count=2 conv=notrunc status=none
 }
 
 # Redis's CPU seconds, less what it spends on its own (its timers, and these INFO calls) at the

@@ -5,6 +5,7 @@ declare(strict_types=1);
 namespace Zeusi\GaneshaShmAdapter\Tests\Fleet;
 
 use Zeusi\GaneshaShmAdapter\Tests\Support\FleetHost;
+use Zeusi\GaneshaShmAdapter\Tests\Support\FleetSidecar;
 use Zeusi\GaneshaShmAdapter\Tests\Support\ProcFs;
 
 /**
@@ -238,5 +239,26 @@ final class FleetHostFaultsTest extends FleetTestCase
             self::assertSame(7, self::fleetCounts($each, $service)['failures'] ?? null, "{$each->name}'s view, 2 more since the restore\n" . $this->logs());
         }
         self::assertSame(0, $restored->sidecar->logLines('another host runs under the name'), "no namesake:\n" . $restored->sidecar->logText());
+    }
+    /**
+     * A second sidecar started on a segment that one syncs already (a unit started twice) waits,
+     * and says why: two on one segment would each take the other's calls for a copy's.
+     */
+    public function testASecondSidecarOnOneSegmentWaitsAndSaysWhy(): void
+    {
+        [$host, $other] = $this->startHosts(2);
+        $second = FleetSidecar::start($this->sidecarArgs($host, $this->redis->url(), 'twice'), "{$this->dir}/twice.fleet.log");
+        try {
+            $this->waitUntil(fn () => $second->logLines('one sidecar a segment') === 1, 'the second sidecar says why it waits');
+            $service = self::service('twice');
+            $host->record($service, 3);
+            $this->waitForSyncs([$host, $other], $this->nowMs(), 4);
+            self::assertSame(3, self::fleetCounts($other, $service)['failures'] ?? null, "h2 counts h1's 3 failures once:\n" . $this->logs());
+            self::assertSame(0, $host->sidecar->logLines('another segment runs under this host\'s id'), "h1 keeps its id:\n" . $host->sidecar->logText());
+            self::assertTrue($second->running(), 'the second sidecar waits, it does not exit');
+            self::assertSame(1, $second->logLines('one sidecar a segment'), "once:\n" . $second->logText());
+        } finally {
+            $second->stop();
+        }
     }
 }

@@ -71,10 +71,27 @@ fn main() -> ExitCode {
     run(config)
 }
 
-/// The segment file as attached, with what identifies the file (to notice it replaced).
+/// The segment file as attached, with what identifies the file (to notice it replaced), and the
+/// file held open under this sidecar's lock.
 struct Attached {
     segment: Segment,
     file: (u64, u64),
+    _locked: std::fs::File,
+}
+
+/// The segment file at `path`, opened and locked (`flock`, exclusive) for this sidecar alone:
+/// `None` while another sidecar holds it. Two sidecars on one segment would take each other's
+/// calls for a copy's (see `Syncer::renew`); a copy of the file is another file, with a lock of
+/// its own.
+fn lock(path: &std::path::Path) -> std::io::Result<Option<std::fs::File>> {
+    use std::os::fd::AsRawFd;
+    let file = std::fs::File::open(path)?;
+    // SAFETY: the descriptor is open, and owned by `file` for the call.
+    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+        return Ok(Some(file));
+    }
+    let error = std::io::Error::last_os_error();
+    if error.kind() == std::io::ErrorKind::WouldBlock { Ok(None) } else { Err(error) }
 }
 
 fn attach(config: &Config, last_refusal: &mut Option<String>) -> Result<Option<Attached>, ExitCode> {
@@ -89,7 +106,19 @@ fn attach(config: &Config, last_refusal: &mut Option<String>) -> Result<Option<A
             Err(ExitCode::from(1))
         }
         Ok(segment) => {
-            let file = std::fs::metadata(&config.segment).map(|m| (m.dev(), m.ino())).unwrap_or_default();
+            let locked = match lock(&config.segment) {
+                Ok(Some(locked)) => locked,
+                result => {
+                    let why = result.err().map_or("another sidecar syncs it".to_string(), |error| error.to_string());
+                    let line = format!("cannot attach to {}: {why} (one sidecar a segment)", config.segment.display());
+                    if last_refusal.as_ref() != Some(&line) {
+                        log(&line);
+                        *last_refusal = Some(line);
+                    }
+                    return Ok(None);
+                }
+            };
+            let file = locked.metadata().map(|m| (m.dev(), m.ino())).unwrap_or_default();
             guard::install(&segment);
             log(&format!(
                 "attached to {} ({}); this host's id in the fleet: {}",
@@ -98,7 +127,7 @@ fn attach(config: &Config, last_refusal: &mut Option<String>) -> Result<Option<A
                 host_id_text(segment.fleet_host_id())
             ));
             *last_refusal = None;
-            Ok(Some(Attached { segment, file }))
+            Ok(Some(Attached { segment, file, _locked: locked }))
         }
         Err(refusal) => {
             let line = match refusal {
@@ -156,7 +185,7 @@ fn run(config: Config) -> ExitCode {
                 Err(status) => return status,
             }
         }
-        let Some(Attached { segment, file }) = &attached else { continue };
+        let Some(Attached { segment, file, .. }) = &attached else { continue };
         syncer.attached(segment.fleet_host_id());
         syncer.attached_file(segment.fleet_file(), *file);
         let store = Store::new(segment);

@@ -17,8 +17,8 @@
 --   x                  its buckets: a packed flat list of `duration, start, version`, the
 --                      version at which each bucket's sums last changed;
 --   r                  how long the live hosts read a bucket of each duration after it started
---                      (their window and a bucket, their clock's lag behind Redis's, two
---                      intervals): a packed flat list of `duration, seconds, until`;
+--                      (their window and a bucket, how far a stamp may be off, two intervals):
+--                      a packed flat list of `duration, seconds, until`;
 --   h:<host>           the host's last sequence applied, its newest bucket, and its clock's figure:
 --                      `<sequence>:<duration>:<start>:<clock>`;
 --   z                  the fleet's resets: a packed flat list `service, time`, the time (unix
