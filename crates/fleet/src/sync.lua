@@ -27,7 +27,7 @@
 --                      writes a reset takes every host's counts of the service in the buckets that
 --                      began before it (on Redis's clock, by that host's figure) out of its counts
 --                      and the sums, and every later call leaves them out of what it is sent (but
---                      for a host that says it reset the service: it sends what it counted since);
+--                      for a host that took that reset: it sends what it counted since);
 --                      every host takes what it counted of the service before that time;
 --   zv                 the version of z, moved by every call that changes it;
 --   t                  the fleet's half-open trials: a packed flat list `service, failure,
