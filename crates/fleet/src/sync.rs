@@ -230,8 +230,6 @@ struct TrialAsked {
 struct FleetReset {
     /// When it was made: unix milliseconds, Redis's clock.
     at: u64,
-    /// When this host learned of it: unix milliseconds, its clock.
-    learned_ms: u64,
 }
 
 /// What the sidecar keeps between syncs.
@@ -1177,17 +1175,9 @@ impl Syncer {
         let known = self.fleet_resets.entry(service.to_vec()).or_default();
         let newer = at > known.at;
         if newer {
-            *known = FleetReset { at, learned_ms: unix_now_ms() };
+            *known = FleetReset { at };
         }
         newer
-    }
-
-    /// How long after a host learned of a reset it still leaves out the fleet's sums of the
-    /// bucket the reset fell in: until every live host has taken the reset and said so (it learns
-    /// of it at its next sync, and publishes its counts of that bucket lowered at the one after),
-    /// so that those sums then hold only what was counted after the reset.
-    fn settling_ms(&self) -> u64 {
-        4 * self.config.interval.as_millis() as u64
     }
 
     /// The second on this host's clock of a reset at `at` (milliseconds) on Redis's: the
@@ -1228,24 +1218,17 @@ impl Syncer {
         self.fleet_resets.retain(|_, reset| (reset.at / 1000).saturating_add(longest) >= redis_now);
     }
 
-    /// The fleet's latest reset of `service` at `now_ms`, as the sums read: when it was made
-    /// (unix milliseconds, Redis's clock, as the buckets of the sums are stamped), whether the
-    /// buckets around it are still settling ([`Syncer::settling_ms`]), and whether they settled
-    /// only lately (they come back).
-    fn reset_of(&self, service: &[u8], now_ms: u64) -> Option<(u64, bool, bool)> {
-        self.fleet_resets.get(service).map(|reset| {
-            let settled_ms = reset.learned_ms + self.settling_ms();
-            (reset.at, now_ms < settled_ms, now_ms < settled_ms + self.settling_ms())
-        })
+    /// When the fleet's latest reset of `service` was made, as this host knows it (unix
+    /// milliseconds, Redis's clock, as the buckets of the sums are stamped).
+    fn reset_of(&self, service: &[u8]) -> Option<u64> {
+        self.fleet_resets.get(service).map(|reset| reset.at)
     }
 
     /// What the other hosts counted of `service`'s `counter` in `bucket` (on Redis's clock): the
-    /// fleet's sum less what this host published. The buckets that ended before the fleet's
-    /// latest reset of the service (`reset`, see [`Syncer::reset_of`]) read as 0: their sums hold
-    /// what was counted before it, by hosts that have not taken it yet (their sidecar down) too.
-    /// The buckets around it read as 0 until every live host has taken it; then their sums are
-    /// what was counted after it.
-    fn others_counted(&self, service: &[u8], reset: Option<(u64, bool, bool)>, bucket: Bucket, counter: usize) -> u64 {
+    /// fleet's sum less what this host published. The call that wrote the fleet's latest reset
+    /// of the service (`reset`) took every host's counts of before it out of Redis; the buckets
+    /// that ended before it read as 0 here besides (see `hidden_by_reset`).
+    fn others_counted(&self, service: &[u8], reset: Option<u64>, bucket: Bucket, counter: usize) -> u64 {
         if hidden_by_reset(reset, bucket) {
             return 0;
         }
@@ -1258,18 +1241,15 @@ impl Syncer {
 
     /// The other hosts' counts into the fleet rings of the services this host counts.
     fn write_rings(&mut self, store: &Store<'_>, observed: &Observed, now: u64, report: &mut Report) {
-        let now_ms = unix_now_ms();
         let mut marks = Vec::new();
         for (service, counters) in &observed.windows {
             let window = counters[0].1;
             let next = window.bucket_at(now) + 1;
-            let reset = self.reset_of(service, now_ms);
+            let reset = self.reset_of(service);
             // The ring's buckets are this host's; the sums', Redis's.
             let sum_of =
                 |bucket: Bucket, counter: usize| self.others_counted(service, reset, self.on_redis(bucket), counter);
-            // Around the end of a reset's settling, a bucket it hid comes back: written again.
-            let unchanged = !reset.is_some_and(|(_, _, recent)| recent)
-                && self.rings_written.get(service).is_some_and(|&written| {
+            let unchanged = self.rings_written.get(service).is_some_and(|&written| {
                     // The range moved on (not back, nor past the whole ring: a clock that
                     // stepped), and the buckets it moved to hold no sum: they read as 0 as they
                     // are.
@@ -1326,7 +1306,6 @@ impl Syncer {
         report: &mut Report,
     ) {
         let Some(region) = store.fleet_only() else { return };
-        let now_ms = unix_now_ms();
         let duration = window.bucket_duration;
         let (mut range, span) = (store.ring_range(window, now).map(|(number, _)| number), region.shape().span);
         let Some(first) = range.next() else { return };
@@ -1336,7 +1315,7 @@ impl Syncer {
         // the window.
         let mut counted: BTreeMap<&[u8], BucketCounts> = BTreeMap::new();
         // By service, its latest reset (see `Syncer::reset_of`), looked up once.
-        let mut resets: HashMap<&[u8], Option<(u64, bool, bool)>> = HashMap::new();
+        let mut resets: HashMap<&[u8], Option<u64>> = HashMap::new();
         for shard in self.shards.values() {
             for (bucket, state) in &shard.buckets {
                 if bucket.duration != duration || bucket.start % duration != 0 {
@@ -1348,7 +1327,7 @@ impl Syncer {
                 }
                 let at = (number - first) as usize;
                 for service in state.sums.keys().filter(|service| !observed.windows.contains_key(*service)) {
-                    let reset = *resets.entry(service).or_insert_with(|| self.reset_of(service, now_ms));
+                    let reset = *resets.entry(service).or_insert_with(|| self.reset_of(service));
                     if hidden_by_reset(reset, *bucket) {
                         continue;
                     }
@@ -1390,16 +1369,15 @@ impl Syncer {
     }
 }
 
-/// Whether the fleet's latest reset of a service (`reset`, see [`Syncer::reset_of`]) hides
-/// `bucket` (both on Redis's clock): one that ended before it by more than a stamp may be off
-/// (`fleet::stamp_error_ms`), whatever the clock of the host that counted it; and, while the reset
-/// settles, every one that may hold an event from before it. A bucket that may hold events from
-/// after it is never hidden for good.
-fn hidden_by_reset(reset: Option<(u64, bool, bool)>, bucket: Bucket) -> bool {
-    reset.is_some_and(|(at_ms, settling, _)| {
-        let error_ms = fleet::stamp_error_ms(bucket.duration);
-        let (start_ms, end_ms) = (bucket.start.saturating_mul(1000), (bucket.start + bucket.duration).saturating_mul(1000));
-        end_ms.saturating_add(error_ms) <= at_ms || (settling && start_ms <= at_ms.saturating_add(error_ms))
+/// Whether the fleet's latest reset of a service, made at `reset` (milliseconds, Redis's clock),
+/// hides `bucket`: one that ended before it by more than a stamp may be off
+/// (`fleet::stamp_error_ms`), whatever the clock of the host that counted it, so that it holds
+/// nothing counted after the reset. (Redis holds nothing of such a bucket since the reset was
+/// written; a host's view leaves it out all the same.)
+fn hidden_by_reset(reset: Option<u64>, bucket: Bucket) -> bool {
+    reset.is_some_and(|at_ms| {
+        let end_ms = (bucket.start + bucket.duration).saturating_mul(1000);
+        end_ms.saturating_add(fleet::stamp_error_ms(bucket.duration)) <= at_ms
     })
 }
 
