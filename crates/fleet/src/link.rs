@@ -6,9 +6,21 @@ use redis::{Cmd, ConnectionAddr, ConnectionInfo, ErrorKind, IntoConnectionInfo, 
 
 use crate::config::{Config, Topology};
 
+/// What a sync needs of the fleet's Redis: its time, and commands run in order, with the sync's
+/// script loaded. The sidecar's is [`RedisLink`]; the fleet's simulation puts a link of faults
+/// (calls dropped, replies lost, calls held and delivered late, or twice) in its place.
+pub trait Link {
+    /// The SHA1 of the sync's script, as Redis gave it when it was loaded.
+    fn script(&self) -> &str;
+    /// Redis's time (`TIME`'s reply).
+    fn time(&mut self) -> RedisResult<Value>;
+    /// Runs `commands` in one round trip; their replies in order.
+    fn run(&mut self, commands: Vec<Cmd>) -> RedisResult<Vec<Value>>;
+}
+
 /// A connection to the fleet's Redis, with a script loaded (into every primary of a cluster),
 /// so that each call sends its hash alone.
-pub struct Link {
+pub struct RedisLink {
     connection: Connection,
     /// The script's SHA1, as Redis gave it when it was loaded.
     pub script: String,
@@ -43,7 +55,7 @@ enum Connection {
     Cluster(redis::cluster::ClusterConnection),
 }
 
-impl Link {
+impl RedisLink {
     /// Connects and loads `script`. `sentinel_first` is the Sentinel to ask first (the one that
     /// answered last), updated to the one that named the master.
     pub fn connect(config: &Config, script: &str, sentinel_first: &mut usize) -> RedisResult<Self> {
@@ -88,9 +100,16 @@ impl Link {
         }
     }
 
+}
+
+impl Link for RedisLink {
+    fn script(&self) -> &str {
+        &self.script
+    }
+
     /// Redis's time (`TIME`), of any node of a cluster: a command of no key, which a cluster's
     /// pipeline cannot route.
-    pub fn time(&mut self) -> RedisResult<Value> {
+    fn time(&mut self) -> RedisResult<Value> {
         match &mut self.connection {
             Connection::Server(connection) => redis::cmd("TIME").query(connection),
             Connection::Cluster(connection) => redis::cmd("TIME").query(connection),
@@ -99,7 +118,7 @@ impl Link {
 
     /// Runs `commands` in one pipeline (one round trip per node for a cluster); their replies in
     /// order.
-    pub fn run(&mut self, commands: Vec<Cmd>) -> RedisResult<Vec<Value>> {
+    fn run(&mut self, commands: Vec<Cmd>) -> RedisResult<Vec<Value>> {
         if commands.is_empty() {
             return Ok(Vec::new());
         }

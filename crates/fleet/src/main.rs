@@ -6,11 +6,6 @@
 //! One line on stderr per event. Exit status: 0 after SIGTERM or SIGINT, 2 on a configuration
 //! error (the message says which), 1 when the segment cannot be used in fleet mode.
 
-mod config;
-mod link;
-mod man;
-mod packed;
-mod sync;
 
 use std::collections::HashSet;
 use std::os::unix::fs::MetadataExt;
@@ -23,9 +18,10 @@ use ganesha_shm_core::fleet::{monotonic_ms, SyncState};
 use ganesha_shm_core::segment::{guard, Refusal, Segment};
 use ganesha_shm_core::store::{Layout, Store};
 
-use crate::config::{Command, Config};
-use crate::link::Link;
-use crate::sync::Syncer;
+use ganesha_shm_fleet::config::{self, Command, Config};
+use ganesha_shm_fleet::link::RedisLink;
+use ganesha_shm_fleet::man;
+use ganesha_shm_fleet::sync::{self, Syncer};
 
 /// Set by SIGTERM and SIGINT.
 static STOP: AtomicBool = AtomicBool::new(false);
@@ -148,7 +144,7 @@ fn run(config: Config) -> ExitCode {
     let mut syncer = Syncer::new(config.clone());
     let mut attached: Option<Attached> = None;
     let mut last_refusal = None;
-    let mut link: Option<Link> = None;
+    let mut link: Option<RedisLink> = None;
     // The Sentinel to ask first: the one that last named the master.
     let mut sentinel_first = 0;
     let mut retry = Retry::new(interval);
@@ -192,7 +188,7 @@ fn run(config: Config) -> ExitCode {
         let words = segment.fleet_words();
         let state = SyncState::read(words);
         if link.is_none() {
-            match Link::connect(&config, sync::SCRIPT, &mut sentinel_first) {
+            match RedisLink::connect(&config, sync::SCRIPT, &mut sentinel_first) {
                 Ok(connected) => {
                     // Once, not at each retry of a run of failed syncs: "resumed" ends the run.
                     // A master a Sentinel named is said each time: a failover moves it.
@@ -216,9 +212,8 @@ fn run(config: Config) -> ExitCode {
                 }
             }
         }
-        let now = unix_time();
         let cpu = cpu_time();
-        match syncer.sync(link.as_mut().expect("connected above"), segment, &store, now) {
+        match syncer.sync(link.as_mut().expect("connected above"), segment, &store, unix_time_ms()) {
             Ok(report) if report.renewed.is_some() => {
                 // A copy found, and an id of its own taken: the next sync, at once, under it.
                 events.report(&config, &report);
@@ -288,7 +283,7 @@ fn run(config: Config) -> ExitCode {
 }
 
 /// Why a sync did not sync every shard, in words.
-fn incomplete(report: &crate::sync::Report) -> String {
+fn incomplete(report: &sync::Report) -> String {
     let mut why = Vec::new();
     if !report.unwritten.is_empty() {
         why.push(format!(
@@ -309,12 +304,12 @@ fn incomplete(report: &crate::sync::Report) -> String {
 /// changes (a failover to a server set otherwise).
 #[derive(Default)]
 struct Eviction {
-    said: Option<crate::link::Memory>,
+    said: Option<ganesha_shm_fleet::link::Memory>,
 }
 
 impl Eviction {
     /// The line to log for `memory`, once: where Redis may evict the fleet's keys when full.
-    fn noticed(&mut self, memory: &Option<crate::link::Memory>) -> Option<String> {
+    fn noticed(&mut self, memory: &Option<ganesha_shm_fleet::link::Memory>) -> Option<String> {
         let memory = memory.as_ref()?;
         if self.said.as_ref() == Some(memory) {
             return None;
@@ -409,7 +404,7 @@ impl Events {
         self.logged.len() < EVENTS_REMEMBERED && self.logged.insert(what)
     }
 
-    fn report(&mut self, config: &Config, report: &crate::sync::Report) {
+    fn report(&mut self, config: &Config, report: &sync::Report) {
         if report.lost_shards > 0 {
             // Anyone who can write Redis can flush it, and an eviction is not this host's doing:
             // rate-limited.
@@ -622,8 +617,8 @@ fn cpu_time() -> Duration {
     time(usage.ru_utime) + time(usage.ru_stime)
 }
 
-fn unix_time() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |elapsed| elapsed.as_secs())
+fn unix_time_ms() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |elapsed| elapsed.as_millis() as u64)
 }
 
 fn hostname() -> Option<String> {
@@ -685,7 +680,7 @@ mod tests {
 
     #[test]
     fn an_eviction_policy_is_said_once_where_it_can_evict_the_fleets_keys() {
-        use crate::link::Memory;
+        use ganesha_shm_fleet::link::Memory;
         let memory = |maxmemory: u64, policy: &str| Some(Memory { maxmemory, policy: policy.to_string() });
         let mut eviction = super::Eviction::default();
         assert_eq!(eviction.noticed(&None), None, "INFO refused: nothing said");

@@ -139,10 +139,15 @@ if type(ahead) ~= 'number' or ahead % 1 ~= 0 or math.abs(ahead) > 2 ^ 40 then
   error('ganesha-shm: the clock figure is not a whole number of milliseconds')
 end
 
-local clock = redis.call('TIME')
-local now = tonumber(clock[1])
+-- Redis's time: its seconds and microseconds.
+local function redis_time()
+  local time = redis.call('TIME')
+  return tonumber(time[1]), tonumber(time[2])
+end
+
+local now, micros = redis_time()
 -- Milliseconds, for the reply: a host dates its resets on Redis's clock to the millisecond.
-local now_ms = now * 1000 + math.floor(tonumber(clock[2]) / 1000)
+local now_ms = now * 1000 + math.floor(micros / 1000)
 local figures = { 0, 0, 0, 0 }
 
 -- The fleet's resets the reply carries (see `resets_read`).
@@ -939,8 +944,8 @@ if created and #writes == 0 then
 end
 if #writes > 0 or regressed then
   if created or regressed then
-    local time = redis.call('TIME')
-    born = time[1] .. '.' .. time[2] .. '.' .. host
+    local seconds, micros_now = redis_time()
+    born = seconds .. '.' .. micros_now .. '.' .. host
     writes[#writes + 1], writes[#writes + 2] = 'b', born
   end
   if changed or created then

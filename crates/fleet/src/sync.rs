@@ -301,6 +301,8 @@ pub struct Syncer {
     /// (Redis's clock): a bucket keeps the stamp it was first published under when the clock
     /// figure moves, so that no count is published under two stamps.
     stamps: HashMap<Bucket, u64>,
+    /// The time of the sync under way: unix milliseconds, this host's clock.
+    now_ms: u64,
 }
 
 impl Syncer {
@@ -323,6 +325,7 @@ impl Syncer {
             clock: None,
             clock_checked: false,
             stamps: HashMap::new(),
+            now_ms: 0,
             readers: BTreeMap::new(),
             named: false,
             resets_noted: HashMap::new(),
@@ -480,8 +483,11 @@ impl Syncer {
         observed
     }
 
-    /// One sync of `segment` (over `store`) at unix time `now` (seconds, this host's clock).
-    pub fn sync(&mut self, link: &mut Link, segment: &Segment, store: &Store<'_>, now: u64) -> redis::RedisResult<Report> {
+    /// One sync of `segment` (over `store`) at unix time `now_ms` (milliseconds, this host's
+    /// clock).
+    pub fn sync(&mut self, link: &mut impl Link, segment: &Segment, store: &Store<'_>, now_ms: u64) -> redis::RedisResult<Report> {
+        self.now_ms = now_ms;
+        let now = now_ms / 1000;
         // The sidecar's sequence, and how far this host's clock is ahead of Redis's, kept by the
         // segment; the window the adapters noted.
         let (sequence, clock) = (segment.fleet_sequence(), segment.fleet_clock());
@@ -496,7 +502,7 @@ impl Syncer {
             let time = redis_time_ms(&link.time()?).ok_or_else(|| unexpected("TIME's reply is not a time"))?;
             round_trips += 1;
             self.clock = self.clock.or(fleet::read_clock(clock));
-            self.measured(unix_now_ms() as i64 - time as i64, clock);
+            self.measured(now_ms as i64 - time as i64, clock);
             self.clock_checked = true;
         }
         let mut observed = self.observe(store, now);
@@ -561,7 +567,7 @@ impl Syncer {
                 let mut sent = Vec::new();
                 let mut commands = Vec::new();
                 for &shard in &batch {
-                    let (command, call) = self.call(shard, &observed, &readers, number, &link.script);
+                    let (command, call) = self.call(shard, &observed, &readers, number, link.script());
                     report.published += call.updates.len();
                     commands.push(command);
                     sent.push((shard, call));
@@ -632,7 +638,7 @@ impl Syncer {
                 }
             }
         }
-        let renewed = segment.renew_fleet_host_id(unix_now_ms());
+        let renewed = segment.renew_fleet_host_id(self.now_ms);
         if let Some(file) = self.copied_into.take() {
             segment.note_fleet_file(file);
         }
@@ -766,7 +772,7 @@ impl Syncer {
         let on_this_clock = |ms: u64| u64::try_from((ms as i64).saturating_add(ahead_ms)).unwrap_or(0);
         for (service, failure_ms, lease_ms) in std::mem::take(&mut self.trials_read) {
             let Some(asked) = self.trials_asked.get(&service) else { continue };
-            let own = store.peek_last_failure_time(&asked.key, unix_now()).ok().flatten();
+            let own = store.peek_last_failure_time(&asked.key, self.now_ms / 1000).ok().flatten();
             let mut failure = (on_this_clock(failure_ms) + 500) / 1000;
             if let Some(own) = own.and_then(|own| u64::try_from(own).ok()) {
                 if own <= failure + 1 {
@@ -904,7 +910,7 @@ impl Syncer {
     fn marks(&self) -> Vec<Cmd> {
         let host_id = fleet::host_id_text(self.host_id);
         let interval_ms = self.config.interval.as_millis() as u64;
-        let redis_time = if self.redis_time == 0 { unix_now() } else { self.redis_time };
+        let redis_time = if self.redis_time == 0 { self.now_ms / 1000 } else { self.redis_time };
         let hosts = fleet::hosts_key(&self.config.fleet);
         let live_s = (3 * interval_ms).div_ceil(1000).max(2);
         vec![
@@ -955,8 +961,8 @@ impl Syncer {
         let redis_now_ms = int(time).ok_or_else(|| unexpected("no time in a shard's reply"))?;
         let redis_now = redis_now_ms.div_euclid(1000);
         self.redis_time = redis_now as u64;
-        self.clock_ahead_s = unix_now() as i64 - redis_now;
-        self.clock_ahead_ms = unix_now_ms() as i64 - redis_now_ms;
+        self.clock_ahead_s = (self.now_ms / 1000) as i64 - redis_now;
+        self.clock_ahead_ms = self.now_ms as i64 - redis_now_ms;
         report.clock_ahead_s = self.clock_ahead_s;
         let state = self.shards.entry(shard).or_default();
         state.checked = true;
@@ -1447,14 +1453,6 @@ fn pairs(value: &Value) -> Vec<(Vec<u8>, Vec<u8>)> {
             _ => None,
         })
         .collect()
-}
-
-fn unix_now_ms() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |elapsed| elapsed.as_millis() as u64)
-}
-
-fn unix_now() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |elapsed| elapsed.as_secs())
 }
 
 fn unexpected(what: &'static str) -> redis::RedisError {
