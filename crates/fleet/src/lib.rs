@@ -6,4 +6,5 @@ pub mod config;
 pub mod link;
 pub mod man;
 pub mod packed;
+pub mod protocol;
 pub mod sync;

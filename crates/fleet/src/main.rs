@@ -230,9 +230,10 @@ fn run(config: Config) -> ExitCode {
                 if let Some(limit) = config.syncs {
                     synced += 1;
                     println!(
-                        "sync {synced}: {} round trips, {} buckets published, {} shards published again, {} recounted, {} services, {} hosts, {} written, {:.1} ms, {:.1} ms of CPU",
+                        "sync {synced}: {} round trips, {} buckets published ({} past every window), {} shards published again, {} recounted, {} services, {} hosts, {} written, {:.1} ms, {:.1} ms of CPU",
                         report.round_trips,
                         report.published,
+                        report.gone,
                         report.lost_shards,
                         report.recounted,
                         report.services,

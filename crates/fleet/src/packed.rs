@@ -1,23 +1,25 @@
 //! The MessagePack the sync script speaks (`cmsgpack`, the library Redis and Valkey give their
 //! scripts): what the sidecar writes, and a reader of what Redis holds, which may be anything.
 //!
-//! Written: arrays, strings (as `str`, never `bin`, which Redis's library does not read; a
-//! string may hold any bytes), unsigned and small negative integers. Read: every type, but only
-//! arrays, strings and integers come back as values; a value that is not MessagePack, is cut
-//! short, nests deeper than [`MAX_DEPTH`] or claims more items than its bytes can hold is
-//! `None`, never a panic or an allocation of what it claims.
+//! Written: arrays, maps, strings (as `str`, never `bin`, which Redis's library does not read; a
+//! string may hold any bytes), booleans, unsigned and small negative integers. Read: every type,
+//! but only arrays, maps, strings and integers come back as values; a value that is not
+//! MessagePack, is cut short, nests deeper than [`MAX_DEPTH`] or claims more items than its bytes
+//! can hold is `None`, never a panic or an allocation of what it claims.
 
-/// A value read: what the script's lists hold.
+/// A value read: what the script's lists and maps hold.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Value {
     Int(i64),
     Bytes(Vec<u8>),
     Array(Vec<Value>),
-    /// Any other type (nil, booleans, floats, maps, extensions): never ours.
+    /// Its keys and values, in the order written (Lua's table order: any).
+    Map(Vec<(Value, Value)>),
+    /// Any other type (nil, booleans, floats, extensions): never ours.
     Other,
 }
 
-/// Arrays nested deeper are not read (the script's lists nest two deep).
+/// Arrays and maps nested deeper are not read (the script's reply nests three deep).
 pub const MAX_DEPTH: usize = 8;
 
 /// Appends MessagePack to a buffer.
@@ -31,13 +33,23 @@ impl Writer {
         self.head(len, (0x90, 15), None, [0xdc, 0xdd])
     }
 
+    /// The head of a map of `len` entries: each a key, then its value, written next.
+    pub fn map(&mut self, len: usize) -> &mut Self {
+        self.head(len, (0x80, 15), None, [0xde, 0xdf])
+    }
+
+    pub fn bool(&mut self, value: bool) -> &mut Self {
+        self.bytes.push(if value { 0xc3 } else { 0xc2 });
+        self
+    }
+
     pub fn bytes(&mut self, value: &[u8]) -> &mut Self {
         self.head(value.len(), (0xa0, 31), Some(0xd9), [0xda, 0xdb]);
         self.bytes.extend_from_slice(value);
         self
     }
 
-    /// The head of an array or a string of `len` items: the fixed marker with the length in it,
+    /// The head of an array, a map or a string of `len` items: the fixed marker with the length in it,
     /// up to its most; else the marker of an 8-bit length (strings have one), of a 16-bit one,
     /// or of a 32-bit one, and the length.
     fn head(&mut self, len: usize, (fixed, most): (u8, usize), by8: Option<u8>, [by16, by32]: [u8; 2]) -> &mut Self {
@@ -124,8 +136,15 @@ impl Reader<'_> {
         (0..count).map(|_| self.value(depth + 1)).collect()
     }
 
-    fn skip(&mut self, count: usize, depth: usize) -> Option<Value> {
-        self.items(count, depth).map(|_| Value::Other)
+    fn entries(&mut self, count: usize, depth: usize) -> Option<Value> {
+        // A key and its value take two bytes at least.
+        if count.checked_mul(2)? > self.bytes.len() - self.at {
+            return None;
+        }
+        (0..count)
+            .map(|_| Some((self.value(depth + 1)?, self.value(depth + 1)?)))
+            .collect::<Option<_>>()
+            .map(Value::Map)
     }
 
     fn value(&mut self, depth: usize) -> Option<Value> {
@@ -136,7 +155,7 @@ impl Reader<'_> {
         let bytes = |reader: &mut Self, n: usize| reader.take(n).map(|b| Value::Bytes(b.to_vec()));
         match marker {
             0x00..=0x7f => Some(Value::Int(i64::from(marker))),
-            0x80..=0x8f => self.skip(2 * usize::from(marker & 0x0f), depth),
+            0x80..=0x8f => self.entries(usize::from(marker & 0x0f), depth),
             0x90..=0x9f => self.items(usize::from(marker & 0x0f), depth).map(Value::Array),
             0xa0..=0xbf => bytes(self, usize::from(marker & 0x1f)),
             0xc0 | 0xc2 | 0xc3 => Some(Value::Other),
@@ -180,11 +199,11 @@ impl Reader<'_> {
             }
             0xde => {
                 let n = self.uint(2)? as usize;
-                self.skip(n.checked_mul(2)?, depth)
+                self.entries(n, depth)
             }
             0xdf => {
                 let n = self.uint(4)? as usize;
-                self.skip(n.checked_mul(2)?, depth)
+                self.entries(n, depth)
             }
             0xe0..=0xff => Some(Value::Int(i64::from(marker as i8))),
         }
@@ -281,6 +300,9 @@ mod tests {
         assert_eq!(head(&|w| w.array(15)), [0x9f]);
         assert_eq!(head(&|w| w.array(16)), [0xdc, 0, 16]);
         assert_eq!(head(&|w| w.array(70_000)), [0xdd, 0, 1, 0x11, 0x70]);
+        assert_eq!(head(&|w| w.map(15)), [0x8f]);
+        assert_eq!(head(&|w| w.map(16)), [0xde, 0, 16]);
+        assert_eq!(head(&|w| w.map(70_000)), [0xdf, 0, 1, 0x11, 0x70]);
         assert_eq!(head(&|w| w.bytes(&[b'a'; 31])), [0xbf, b'a', b'a', b'a', b'a']);
         assert_eq!(head(&|w| w.bytes(&[b'a'; 32])), [0xd9, 32, b'a', b'a', b'a']);
         assert_eq!(head(&|w| w.bytes(&[b'a'; 256])), [0xda, 1, 0, b'a', b'a']);
@@ -323,6 +345,50 @@ mod tests {
         }
         let deep = [vec![0x91; MAX_DEPTH + 2], vec![0x01]].concat();
         assert_eq!(read(&deep), None);
-        assert_eq!(read(&[0x81, 0x01, 0x02]), Some(Value::Other), "a map is read over, not kept");
+        let deep_maps = [[0x81, 0x01].repeat(MAX_DEPTH + 2), vec![0x01]].concat();
+        assert_eq!(read(&deep_maps), None);
+    }
+
+    #[test]
+    fn a_map_reads_back_as_its_entries() {
+        let mut writer = Writer::default();
+        writer.map(3).bytes(b"name").bytes(b"x").bytes(b"on").bool(true).bytes(b"list").array(1).int(-3);
+        assert_eq!(
+            read(&writer.bytes),
+            Some(Value::Map(vec![
+                (Value::Bytes(b"name".to_vec()), Value::Bytes(b"x".to_vec())),
+                (Value::Bytes(b"on".to_vec()), Value::Other),
+                (Value::Bytes(b"list".to_vec()), Value::Array(vec![Value::Int(-3)])),
+            ]))
+        );
+        // Past 15 entries, a 16-bit count (0xde); past 65,535, a 32-bit one (0xdf).
+        for len in [15, 16, 70_000] {
+            let mut writer = Writer::default();
+            writer.map(len);
+            for key in 0..len {
+                writer.uint(key as u64).bool(false);
+            }
+            let Some(Value::Map(entries)) = read(&writer.bytes) else { panic!("a map of {len}") };
+            assert_eq!(entries.len(), len);
+            assert_eq!(entries[len - 1], (Value::Int(len as i64 - 1), Value::Other));
+        }
+        // As cmsgpack writes an empty Lua table: an empty array, whatever the table was for.
+        assert_eq!(read(&[0x90]), Some(Value::Array(Vec::new())));
+        assert_eq!(read(&[0x80]), Some(Value::Map(Vec::new())));
+    }
+
+    #[test]
+    fn a_map_that_lies_is_none_and_costs_only_its_bytes() {
+        for bad in [
+            &[0x81, 0x01][..],                  // a key without its value
+            &[0x82, 0x01, 0x02, 0x03],          // two entries claimed, one and a half there
+            &[0xde, 0xff, 0xff, 0x01, 0x02],    // 65,535 entries claimed
+            &[0xdf, 0x80, 0, 0, 0, 0x01, 0x02], // 2 billion entries claimed
+            &[0xde, 0x00],                      // a count cut short
+            &[0x81, 0xc1, 0x01],                // a key that is no value
+            &[0x81, 0x01, 0x02, 0x03],          // a value after the map
+        ] {
+            assert_eq!(read(bad), None, "{bad:?}");
+        }
     }
 }

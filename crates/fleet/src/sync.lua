@@ -2,6 +2,37 @@
 -- key, a hash, so that whatever Redis loses of a shard (an eviction, a FLUSHALL, a failover to a
 -- replica that missed writes) it loses whole, and every host sees that it did.
 --
+-- What it guarantees (Redis runs a script alone and whole, and keeps the writes of one that stops
+-- half way):
+-- 1. A call that fails changes nothing: every check is made and every value computed before the
+--    first write of a change, one HSET that Redis refuses whole when out of memory ("unwritten");
+--    only an HDEL of buckets no window reads any more, right on its own, comes before it. A
+--    request of another shape, or a right the ACL user lacks, stops the call before any write.
+-- 2. A call whose sequence is not above the host's last applied changes nothing ("stale"): a
+--    late, repeated or replayed call never rolls a host back.
+-- 3. A host's counts only grow, but for a reset (5): each is set to the larger of what the host
+--    sends and what Redis holds, unless the host says it reset that counter (then as sent), and
+--    the sums move by the difference in the same write, so that a call repeated changes nothing;
+--    sums found not to be counts, or below a host's, are recounted from every writer's counts.
+-- 4. A shard Redis lost or went back on is found, before anything is applied: the hash's birth
+--    is made once with it, its version moves with every change of a sum, and a host's record
+--    keeps its last sequence applied; a host that holds another birth ("reborn"), or a later
+--    version, or a sequence the hash no longer has ("regressed"), publishes all it holds, and
+--    after a regression that call gives the hash a new birth, so that every host does.
+-- 5. A reset takes every host's counts of before it: the call that writes a service's latest
+--    reset takes every host's counts of the service in the buckets that began before it (on
+--    Redis's clock, by each host's clock figure) out of their counts and the sums; while it is
+--    kept, every later call leaves out what its host counted before it, unless that host took it.
+-- 6. One host holds a service's half-open trial at a time: a host takes it only when nobody holds
+--    it, it holds it already, or the holder's lease ended; no lease is longer than LONGEST_LEASE.
+-- 7. What is not a host's is neither applied nor read: a bucket, reset or failure stamped past
+--    Redis's time and the bound (counted as rejected); rows and fields that are not counts (left
+--    out, and counted as skipped); a key of another type ("foreign": nothing written).
+-- 8. It is bounded: a bucket goes with every count in it once no live host's window reads it, a
+--    host's record with its newest bucket, the hash once its newest bucket is read no more; the
+--    resets and trials are kept while a bucket before them is read, at most MAX_RESETS services;
+--    a reply carries at most MAX_REPLY bytes of sums.
+--
 -- The hash holds, for each bucket (`<duration>:<start>`, the start in unix seconds on Redis's
 -- clock, as the host that counted it stamped it: its own clock's bucket, less how far that clock
 -- is ahead of Redis's in whole buckets) of the shard:
@@ -36,50 +67,48 @@
 --                      the trial due an interval after it until `lease` ("" and 0: none), kept
 --                      as long as the resets.
 --
--- Every check is made and every value computed before the writes: an HDEL of the buckets no
--- window reads any more (right on its own), then an HSET of every field the call changes (in
--- more than one command only past 1,000 fields, which Redis can refuse no more once the first
--- is in), so that a call that fails changes nothing (Redis does not roll a script back). A
--- host's counts are set, never added to: to the larger of what it sends and what Redis holds,
--- unless it says it reset them; and the sums move by the difference in the same command, so
--- that a call repeated changes nothing. A call whose sequence is not above the host's last changes nothing
--- either: a late, duplicated or replayed call can never roll a host back.
+-- Every check is made and every value computed before the writes (guarantee 1): an HDEL of the
+-- buckets no window reads any more (right on its own), then an HSET of every field the call
+-- changes (in more than one command only past 1,000 fields, which Redis can refuse no more once
+-- the first is in), then the hash's lifetime. A call with nothing to send and nothing changed
+-- writes only the readers' figures and the trials, in one command that Redis may refuse.
 --
 -- KEYS[1]: the shard's hash.
--- ARGV[1]: the request, packed: {host, sequence, born, version, full, readers, live, updates,
---   resets, bound, check, durations, recount, applied, newest, renew, reset_times, resets_known,
---   trials, clock, taken}:
+-- ARGV[1]: the request, a packed map, read by name (the sidecar's `protocol::Request`); a list
+--   is an array, and each record of one a map:
 --   host: this host's id; sequence: above every earlier call of this host (its segment keeps it);
 --   born, version: the shard's birth and version this host holds ("": it holds that there is no
 --     hash; version -1: none), also with full (a birth it holds, and a version the hash has not
 --     reached, make the hash a new birth);
---   full: 1 when the updates are every bucket this host publishes in the shard, and every sum of
---     its durations is to come back (its first sync, or a shard Redis lost); else 0;
---   readers: `duration, seconds` for each bucket duration this host reads, how long after its
+--   full: true when the updates are every bucket this host publishes in the shard, and every sum
+--     of its durations is to come back (its first sync, or a shard Redis lost);
+--   readers: {duration, seconds} for each bucket duration this host reads: how long after its
 --     start it reads a bucket; live: the seconds that figure stands for unless renewed;
---   updates: `bucket, counts` for each bucket whose counts this host changed: the packed rows
---     of every service of the shard it counted in the bucket;
---   resets: `service, mask` for the services whose counters (bit 0 successes, 1 failures, 2
+--   updates: {bucket, counts} for each bucket whose counts this host changed: the packed rows of
+--     every service of the shard it counted in the bucket;
+--   resets: {service, mask} for the services whose counters (bit 0 successes, 1 failures, 2
 --     rejections) this host reset: their counts in the buckets sent are set as sent, even lower;
---   bound: the clock bound in seconds; check: 1 to check the ACL rights first (a call after a
+--   bound: the clock bound in seconds; check: true to check the ACL rights first (a call after a
 --     connection); durations: the other durations this host was told of already; recount: the
 --     buckets whose sums this host read and found not to be counts, or below its own: recounted
 --     from every writer's counts; applied: the last sequence Redis said it applied of this host
 --     in the shard (0: none, or all its buckets gone since), and newest: its newest bucket there
 --     (""), so that a host finds out when Redis went back to an older copy of itself, whatever
---     other hosts wrote since; renew: 1 (with full) to give the hash a new birth, as a host does
---     that found out so; reset_times: `service, time` of the resets this host shares with the
---     fleet (those it made, dated on Redis's clock; with full, every one it knows of), kept in z
---     as the latest of each service; resets_known: the version of z this host holds (-1: none);
---   trials: `service, failure, wants, lease` for each service whose circuit is open on this host:
---     its last failure (Redis's clock, ms), 1 when it wants the trial (its circuit rejects
+--     other hosts wrote since; renew: true (with full) to give the hash a new birth, as a host
+--     does that found out so; reset_times: {service, time} of the resets this host shares with
+--     the fleet (those it made, dated on Redis's clock; with full, every one it knows of), kept
+--     in z as the latest of each service; resets_known: the version of z this host holds (-1:
+--     none);
+--   trials: {service, failure, wants, lease} for each service whose circuit is open on this
+--     host: its last failure (Redis's clock, ms), whether it wants the trial (its circuit rejects
 --     requests), and for how long it holds the trial when it gets it (ms);
 --   clock: how far this host's clock is ahead of Redis's (ms, negative behind), the figure it
 --     stamps its buckets on Redis's clock by (each bucket's start less the figure in whole
 --     buckets), kept in its record: what tells when each of its buckets began on Redis's clock;
---   taken: `service, time` of the latest reset this host took from its segment (its own, or the
+--   taken: {service, time} of the latest reset this host took from its segment (its own, or the
 --     fleet's) of each service of the updates that has one: what it counted since is its own.
--- Reply: {status, time, born, version, sequence, sums, own, figures, others, resets, trials}:
+-- The reply: a packed map (the sidecar's `protocol::Reply`; packed, since Redis would drop the
+--   string keys of a table it made a reply of; cmsgpack packs an empty table as an empty array):
 --   status: "ok"; "stale" (the host's last sequence is not below this one: another segment runs
 --     under its id; own then holds every bucket's counts of the host); "reborn" (the hash
 --     is not the one the host holds: the host publishes all it holds, with full); "regressed"
@@ -89,16 +118,18 @@
 --     out of memory, evicting nothing); nothing is written unless "ok";
 --   time: Redis's (milliseconds); born, version: the shard's, after the call; sequence: the host's
 --     last applied, after the call;
---   sums: `bucket, counts` of each bucket of the host's durations whose sums changed since the
---     version it holds (every one, with full);
---   own: `bucket, counts` of this host's counts as Redis holds them where they are not what it
---     sent (and, with full, of the buckets it did not send);
---   figures: {rejected: buckets stamped past Redis's time and the bound, not applied; gone:
---     buckets sent that no window reads any more; recounted: sums found wrong and recounted
---     from every host's counts; skipped: rows or fields that are not counts, left out};
---   others: `duration, counts` of the newest bucket of each other duration not in `durations`;
---   resets: {version, z} when z is not at the version the host holds (or with full), else {};
---   trials: `service, failure, lease` for each trial sent: the fleet's latest failure, and until
+--   sums: by bucket, the sums (packed rows) of each bucket of the host's durations whose sums
+--     changed since the version it holds (every one, with full);
+--   own: by bucket, this host's counts as Redis holds them where they are not what it sent (and,
+--     with full, of the buckets it did not send);
+--   figures: {rejected: buckets, resets and failures stamped past Redis's time and the bound, not
+--     applied; gone: buckets sent that no window reads any more, not applied; recounted: sums
+--     found wrong and recounted from every host's counts; skipped: rows or fields that are not
+--     counts, left out};
+--   others: {duration, sums} of the newest bucket of each other duration not in `durations`;
+--   resets: {version, list} (the version of z, and z) when z is not at the version the host
+--     holds (or with full), else {};
+--   trials: {service, failure, lease} for each trial sent: the fleet's latest failure, and until
 --     when this host holds the trial (Redis's clock, ms; 0: it does not).
 
 local MAX_COUNT = 268435455
@@ -112,7 +143,6 @@ local MAX_REPLY = 16000000
 -- How long a bucket is read after its start, in buckets, when no live host of its duration said:
 -- the longest window and the two buckets beyond it that a ring keeps.
 local LONGEST_READ = 122
-local REJECTED, GONE, RECOUNTED, SKIPPED = 1, 2, 3, 4
 -- The most services a shard's resets name: past it, the oldest go first.
 local MAX_RESETS = 4000
 -- The longest lease of a trial a host asks, in milliseconds: three of the longest interval.
@@ -127,15 +157,60 @@ end
 
 local key = KEYS[1]
 local request = cmsgpack.unpack(ARGV[1])
-local host, sequence = request[1], request[2]
-local known_born, known_version, full = request[3], request[4], request[5] == 1
-local readers_sent, live, updates, resets = request[6], request[7], request[8], request[9]
-local bound, check, durations_known, recount = request[10], request[11] == 1, request[12], request[13]
-local applied, newest_sent, renew = request[14], request[15], request[16] == 1
-local reset_times, resets_known = request[17] or {}, request[18] or -1
-local trials = request[19] or {}
-local ahead, taken_sent = request[20] or 0, request[21] or {}
-if type(ahead) ~= 'number' or ahead % 1 ~= 0 or math.abs(ahead) > 2 ^ 40 then
+if type(request) ~= 'table' then
+  error('ganesha-shm: the request is not a map')
+end
+
+-- A field of the request, of the Lua type `kind`: any other stops the call, before it reads or
+-- writes anything.
+local function request_field(name, kind)
+  local value = request[name]
+  if type(value) ~= kind then
+    error('ganesha-shm: the request\'s ' .. name .. ' is not a ' .. kind)
+  end
+  return value
+end
+
+-- A list of the request, each item of the Lua type `item`, or a map of fields of the types
+-- `item` names.
+local function request_list(name, item)
+  local list = request_field(name, 'table')
+  for i = 1, #list do
+    local value = list[i]
+    if type(item) == 'string' then
+      if type(value) ~= item then
+        error('ganesha-shm: the request\'s ' .. name .. ' holds an item that is not a ' .. item)
+      end
+    elseif type(value) ~= 'table' then
+      error('ganesha-shm: the request\'s ' .. name .. ' holds an item that is not a map')
+    else
+      for field_name, kind in pairs(item) do
+        if type(value[field_name]) ~= kind then
+          error('ganesha-shm: the request\'s ' .. name .. ' holds a ' .. field_name .. ' that is not a ' .. kind)
+        end
+      end
+    end
+  end
+  return list
+end
+
+local host, sequence = request_field('host', 'string'), request_field('sequence', 'number')
+local known_born, known_version = request_field('born', 'string'), request_field('version', 'number')
+local full = request_field('full', 'boolean')
+local readers_sent = request_list('readers', { duration = 'number', seconds = 'number' })
+local live = request_field('live', 'number')
+local updates = request_list('updates', { bucket = 'string', counts = 'string' })
+local resets = request_list('resets', { service = 'string', mask = 'number' })
+local bound, check = request_field('bound', 'number'), request_field('check', 'boolean')
+local durations_known, recount = request_list('durations', 'number'), request_list('recount', 'string')
+local applied, newest_sent = request_field('applied', 'number'), request_field('newest', 'string')
+local renew = request_field('renew', 'boolean')
+local reset_times = request_list('reset_times', { service = 'string', time = 'number' })
+local resets_known = request_field('resets_known', 'number')
+local trials = request_list('trials', { service = 'string', failure = 'number', wants = 'boolean', lease = 'number' })
+local ahead = request_field('clock', 'number')
+local taken_sent = request_list('taken', { service = 'string', time = 'number' })
+if ahead % 1 ~= 0 or math.abs(ahead) > 2 ^ 40 then
   error('ganesha-shm: the clock figure is not a whole number of milliseconds')
 end
 
@@ -148,7 +223,7 @@ end
 local now, micros = redis_time()
 -- Milliseconds, for the reply: a host dates its resets on Redis's clock to the millisecond.
 local now_ms = now * 1000 + math.floor(micros / 1000)
-local figures = { 0, 0, 0, 0 }
+local figures = { rejected = 0, gone = 0, recounted = 0, skipped = 0 }
 
 -- The fleet's resets the reply carries (see `resets_read`).
 local resets_out = {}
@@ -156,9 +231,11 @@ local resets_out = {}
 -- The fleet's trials the reply carries (see `trials_out`).
 local trials_out = {}
 
+-- The reply, packed: Redis would drop the string keys of a table it made a reply of.
 local function reply(status, born, version, stored, sums, own, others)
-  return { status, now_ms, born or '', version or 0, stored or 0, sums or {}, own or {}, figures, others or {},
-    resets_out, trials_out }
+  return cmsgpack.pack({ status = status, time = now_ms, born = born or '', version = version or 0,
+    sequence = stored or 0, sums = sums or {}, own = own or {}, figures = figures, others = others or {},
+    resets = resets_out, trials = trials_out })
 end
 
 -- Every right a call needs, before its first write: Redis keeps the writes of a script stopped
@@ -217,14 +294,14 @@ end
 
 -- By service, the latest reset this host took (those it shares with this call included).
 local taken = {}
-for i = 1, #taken_sent, 2 do
-  if type(taken_sent[i]) == 'string' and is_time(taken_sent[i + 1]) then
-    taken[taken_sent[i]] = taken_sent[i + 1]
+for _, took in ipairs(taken_sent) do
+  if is_time(took.time) then
+    taken[took.service] = took.time
   end
 end
-for i = 1, #reset_times, 2 do
-  if is_time(reset_times[i + 1]) then
-    taken[reset_times[i]] = math.max(taken[reset_times[i]] or 0, reset_times[i + 1])
+for _, reset in ipairs(reset_times) do
+  if is_time(reset.time) then
+    taken[reset.service] = math.max(taken[reset.service] or 0, reset.time)
   end
 end
 
@@ -365,7 +442,7 @@ local function recounted(lists, rows)
     if i > 0 then
       counted = unpacked(lists[i], 4)
       if not counted and lists[i] then
-        figures[SKIPPED] = figures[SKIPPED] + 1
+        figures.skipped = figures.skipped + 1
       end
     end
     for r = 1, counted and #counted or 0, 4 do
@@ -381,7 +458,7 @@ local function recounted(lists, rows)
         sums[k + 2] = math.min(sums[k + 2] + f, MAX_COUNT)
         sums[k + 3] = math.min(sums[k + 3] + e, MAX_COUNT)
       else
-        figures[SKIPPED] = figures[SKIPPED] + 1
+        figures.skipped = figures.skipped + 1
       end
     end
   end
@@ -466,7 +543,7 @@ if stored_sequence >= sequence then
     end
     for i, value in ipairs(redis.call('HMGET', key, unpack(names))) do
       if value and #value <= MAX_BLOB then
-        own[#own + 1], own[#own + 2] = fields[first + i - 1], value
+        own[fields[first + i - 1]] = value
       end
     end
   end
@@ -487,7 +564,7 @@ local function resets_read(full_read, written)
   if full_read or resets_version ~= resets_known then
     local blob = written or (not created and redis.call('HGET', key, 'z'))
     if blob and #blob <= MAX_BLOB then
-      resets_out = { resets_version, blob }
+      resets_out = { version = resets_version, list = blob }
     end
   end
 end
@@ -496,8 +573,8 @@ local readers = (not created and numbers_of(head[4], 3)) or {}
 -- How long after its start a bucket of each duration is read by some live host: the readers'
 -- figures, renewed with this host's.
 local readers_changed, read_for = false, {}
-for i = 1, #readers_sent, 2 do
-  local duration, seconds = readers_sent[i], readers_sent[i + 1]
+for _, reader in ipairs(readers_sent) do
+  local duration, seconds = reader.duration, reader.seconds
   local at
   for j = 1, #readers, 3 do
     if readers[j] == duration then
@@ -564,30 +641,29 @@ if #trials > 0 and not created then
         and math.floor(failure / 1000) + longest >= now then
       state[service] = { failure, holder, lease }
     else
-      figures[SKIPPED], changed_trials = figures[SKIPPED] + 1, true
+      figures.skipped, changed_trials = figures.skipped + 1, true
     end
   end
-  for i = 1, #trials, 4 do
-    local service, failure, wants, lease = trials[i], trials[i + 1], trials[i + 2], trials[i + 3]
-    if type(service) ~= 'string' or not (is_time(failure) and is_time(lease)) then
+  for _, trial in ipairs(trials) do
+    local service, failure, wants, lease = trial.service, trial.failure, trial.wants, trial.lease
+    if not (is_time(failure) and is_time(lease)) then
       error('ganesha-shm: a trial names no service and times')
     end
     if failure > (now + bound) * 1000 then
-      figures[REJECTED], failure = figures[REJECTED] + 1, 0
+      figures.rejected, failure = figures.rejected + 1, 0
     end
     lease = math.min(lease, LONGEST_LEASE)
     local entry = state[service] or { 0, '', 0 }
     if failure > entry[1] + 1000 then
       entry, changed_trials = { failure, '', 0 }, true
     end
-    if wants == 1 and entry[1] > 0 and (entry[2] == '' or entry[2] == host or entry[3] < now_ms) then
+    if wants and entry[1] > 0 and (entry[2] == '' or entry[2] == host or entry[3] < now_ms) then
       entry, changed_trials = { entry[1], host, now_ms + lease }, true
     end
     if entry[1] > 0 then
       state[service] = entry
-      local k = #trials_out
-      trials_out[k + 1], trials_out[k + 2] = service, entry[1]
-      trials_out[k + 3] = (entry[2] == host and entry[3] >= now_ms) and entry[3] or 0
+      trials_out[#trials_out + 1] = { service = service, failure = entry[1],
+        lease = (entry[2] == host and entry[3] >= now_ms) and entry[3] or 0 }
     end
   end
   if changed_trials then
@@ -691,15 +767,15 @@ if #reset_times > 0 or #updates > 0 then
     if type(service) == 'string' and is_time(time) and kept(time) then
       latest[service] = math.max(latest[service] or 0, time)
     else
-      figures[SKIPPED], changed_resets = figures[SKIPPED] + 1, true
+      figures.skipped, changed_resets = figures.skipped + 1, true
     end
   end
-  for i = 1, #reset_times, 2 do
-    local service, time = reset_times[i], reset_times[i + 1]
-    if type(service) ~= 'string' or type(time) ~= 'number' or time < 0 or time % 1 ~= 0 then
+  for _, reset in ipairs(reset_times) do
+    local service, time = reset.service, reset.time
+    if time < 0 or time % 1 ~= 0 then
       error('ganesha-shm: a reset names no service and time')
     elseif time > (now + bound) * 1000 then
-      figures[REJECTED] = figures[REJECTED] + 1
+      figures.rejected = figures.rejected + 1
     elseif kept(time) and time > (latest[service] or -1) then
       latest[service], newly[service], changed_resets = time, time, true
     end
@@ -798,25 +874,25 @@ end
 -- This host's updates: each bucket's counts set, its sums moved by the difference.
 do
   local sent, fields = {}, {}
-  for i = 1, #updates, 2 do
-    local field = updates[i]
+  for _, update in ipairs(updates) do
+    local field = update.bucket
     local duration, start = bucket_of(field)
     if not duration then
       error('ganesha-shm: an update names no bucket: ' .. tostring(field))
     elseif start > now + bound then
-      figures[REJECTED] = figures[REJECTED] + 1
+      figures.rejected = figures.rejected + 1
     elseif read_until(duration, start) < now then
-      figures[GONE] = figures[GONE] + 1
+      figures.gone = figures.gone + 1
     else
-      sent[#sent + 1] = { field, updates[i + 1], duration, start }
+      sent[#sent + 1] = { field, update.counts, duration, start }
       sent_fields[field] = true
       local f = #fields
       fields[f + 1], fields[f + 2], fields[f + 3] = 'o:' .. host .. ':' .. field, 's:' .. field, 'w:' .. field
     end
   end
   local masks, wanted = {}, {}
-  for i = 1, #resets, 2 do
-    masks[resets[i]] = resets[i + 1]
+  for _, reset in ipairs(resets) do
+    masks[reset.service] = reset.mask
   end
   for _, field in ipairs(recount) do
     wanted[field] = true
@@ -871,7 +947,7 @@ do
     if not fine then
       -- Counts that are not counts, or sums lost or below this host's count: every writer's
       -- counts added up.
-      figures[RECOUNTED] = figures[RECOUNTED] + 1
+      figures.recounted = figures.recounted + 1
       rows, same = unpacked(blob, 4), true
       if old then
         local ok, merged = pcall(merged_own, rows, old, bucket_masks)
@@ -895,7 +971,7 @@ do
       writes[#writes + 1], writes[#writes + 2] = 'o:' .. host .. ':' .. field, own_blob
     end
     if not same then
-      own_out[#own_out + 1], own_out[#own_out + 2] = field, own_blob
+      own_out[field] = own_blob
     end
     if moved then
       writes[#writes + 1], writes[#writes + 2] = 's:' .. field, sums == rows and own_blob or packed(sums, zeros)
@@ -931,7 +1007,7 @@ for r = 1, math.min(#recount, 64) do
     for _, writer in ipairs(writers_of(writers)) do
       others[#others + 1] = 'o:' .. writer .. ':' .. field
     end
-    figures[RECOUNTED] = figures[RECOUNTED] + 1
+    figures.recounted = figures.recounted + 1
     local sums = recounted(hmget(others), {})
     writes[#writes + 1], writes[#writes + 2] = 's:' .. field, packed(sums, true)
     index[position[id] + 2], changed = next_version, true
@@ -996,8 +1072,8 @@ end
 -- What the host reads: the sums of its durations changed since the version it holds; with full,
 -- this host's counts it did not send; the newest sums of durations it was not told of.
 local mine, told = {}, {}
-for i = 1, #readers_sent, 2 do
-  mine[readers_sent[i]] = true
+for _, reader in ipairs(readers_sent) do
+  mine[reader.duration] = true
 end
 for _, duration in ipairs(durations_known) do
   told[duration] = true
@@ -1008,7 +1084,7 @@ for i = 1, #index, 3 do
   local duration = index[i]
   -- A bucket stamped past Redis's time and the bound is not one a host wrote: never read.
   if index[i + 1] > now + bound then
-    figures[SKIPPED] = figures[SKIPPED] + 1
+    figures.skipped = figures.skipped + 1
   elseif mine[duration] then
     if index[i + 2] > since then
       reading[#reading + 1] = duration .. ':' .. index[i + 1]
@@ -1030,10 +1106,10 @@ local function read(prefix, fields, out)
     local values = redis.call('HMGET', key, unpack(names))
     for i, value in ipairs(values) do
       if value and #value <= MAX_BLOB and replied + #value <= MAX_REPLY then
-        out[#out + 1], out[#out + 2] = fields[first + i - 1], value
+        out[fields[first + i - 1]] = value
         replied = replied + #value
       elseif value then
-        figures[SKIPPED] = figures[SKIPPED] + 1
+        figures.skipped = figures.skipped + 1
       end
     end
   end
@@ -1045,7 +1121,7 @@ resets_read(full or created or born ~= known_born, resets_written)
 for duration, start in pairs(newest_other) do
   local value = redis.call('HGET', key, 's:' .. duration .. ':' .. start)
   if value then
-    others[#others + 1], others[#others + 2] = duration, value
+    others[#others + 1] = { duration = duration, sums = value }
   end
 end
 return reply('ok', born, version, stored_sequence, sums, own_out, others)

@@ -53,7 +53,8 @@ use redis::{Cmd, Value};
 
 use crate::config::Config;
 use crate::link::Link;
-use crate::packed::{self, Rows, Writer};
+use crate::packed::{self, Rows};
+use crate::protocol::{self, Grant, Other, Reply, Request, ResetTime, Status, Update};
 
 /// The script every sync runs (see its head for what it takes and gives).
 pub const SCRIPT: &str = include_str!("sync.lua");
@@ -103,6 +104,8 @@ pub struct Report {
     pub other_durations: Vec<(Vec<u8>, u64, u64)>,
     /// Buckets not shared: stamped further ahead of Redis's clock than the bound.
     pub rejected: u64,
+    /// Buckets sent that no window of the fleet reads any more (Redis's clock): not applied.
+    pub gone: u64,
     /// Seconds this host's clock is ahead of Redis's (negative: behind).
     pub clock_ahead_s: i64,
     /// Ids of other hosts that synced under this host's name.
@@ -786,7 +789,7 @@ impl Syncer {
         }
     }
 
-    /// The call of `shard`, with what it sends.
+    /// The call of `shard`, with the request it sends.
     fn call(
         &mut self,
         shard: u32,
@@ -794,14 +797,14 @@ impl Syncer {
         readers: &BTreeMap<u64, u64>,
         sequence: u64,
         script: &str,
-    ) -> (Cmd, Sent) {
+    ) -> (Cmd, Request) {
         let state = self.shards.entry(shard).or_default();
         let full = state.whole();
-        let resets: Vec<(Vec<u8>, u8)> = self
+        let resets: Vec<protocol::Reset> = self
             .pending_resets
             .iter()
             .filter(|(service, _)| fleet::shard_of(service) == shard)
-            .map(|(service, &(mask, _))| (service.clone(), mask))
+            .map(|(service, &(mask, _))| protocol::Reset { service: service.clone(), mask })
             .collect();
         // The resets this host shares: those it made; with full, every one it knows of, so that
         // they come back with the counts when Redis lost them.
@@ -822,7 +825,7 @@ impl Syncer {
         let mut updates = Vec::new();
         for bucket in buckets {
             let published = state.buckets.get(&bucket).map(|b| &b.own);
-            let touched_by_reset = published.is_some_and(|own| resets.iter().any(|(s, _)| own.contains_key(s)));
+            let touched_by_reset = published.is_some_and(|own| resets.iter().any(|reset| own.contains_key(&reset.service)));
             if !full && !seen.contains_key(&bucket) && !touched_by_reset {
                 continue;
             }
@@ -832,77 +835,68 @@ impl Syncer {
                 continue;
             }
             if full || !unchanged {
-                updates.push((bucket, rows));
+                updates.push(Update { bucket, counts: rows });
             }
         }
         let (born, version) = state.known.clone().unwrap_or_default();
-        let mut request = Writer::default();
-        request.array(21);
-        request.bytes(fleet::host_id_text(self.host_id).as_bytes()).uint(sequence);
-        request.bytes(born.as_bytes()).int(if state.known.is_some() { version } else { -1 });
-        request.uint(u64::from(full));
-        request.array(readers.len() * 2);
-        for (&duration, &seconds) in readers {
-            request.uint(duration).uint(seconds);
-        }
-        request.uint((3 * self.config.interval.as_millis() as u64).div_ceil(1000) + 1);
-        request.array(updates.len() * 2);
-        for (bucket, rows) in &updates {
-            request.bytes(fleet::bucket_field(*bucket).as_bytes()).bytes(&packed::pack_rows(rows));
-        }
-        request.array(resets.len() * 2);
-        for (service, mask) in &resets {
-            request.bytes(service).uint(u64::from(*mask));
-        }
-        request.uint(CLOCK_BOUND_S).uint(u64::from(!state.checked));
-        request.array(state.told.len());
-        for &duration in &state.told {
-            request.uint(duration);
-        }
-        request.array(state.recount.len());
-        for &bucket in &state.recount {
-            request.bytes(fleet::bucket_field(bucket).as_bytes());
-        }
         // This host's newest bucket in the shard, by how long it is read.
         let read_until = |bucket: &Bucket| bucket.start.saturating_add(read_for(readers, bucket.duration));
         let newest = state
             .buckets
             .iter()
             .filter(|(_, b)| !b.own.is_empty())
-            .map(|(bucket, _)| bucket)
-            .max_by_key(|b| read_until(b));
-        request.uint(state.applied);
-        request.bytes(newest.map(|bucket| fleet::bucket_field(*bucket)).unwrap_or_default().as_bytes());
-        request.uint(u64::from(full && state.renew));
-        request.array(reset_times.len() * 2);
-        for (service, &at) in &reset_times {
-            request.bytes(service).uint(at);
-        }
-        request.int(if full { -1 } else { state.resets_known.unwrap_or(-1) });
-        let trials: Vec<_> =
-            self.trials_asked.iter().filter(|(service, _)| fleet::shard_of(service) == shard).collect();
+            .map(|(bucket, _)| *bucket)
+            .max_by_key(read_until);
         // A lease of three intervals (three seconds at least), renewed at each sync while this
         // host wants the trial: a holder that stops asking, or whose sidecar stops, loses it
         // that soon to another host that asks.
         let lease_ms = (3 * self.config.interval.as_millis() as u64).max(3000);
-        request.array(trials.len() * 4);
-        for (service, trial) in trials {
-            request.bytes(service).uint(trial.failure_ms).uint(u64::from(trial.wants)).uint(lease_ms);
-        }
-        // The figure this host's buckets are stamped by: when each began, on Redis's clock.
-        request.int(self.clock.unwrap_or(0));
+        let trials = self
+            .trials_asked
+            .iter()
+            .filter(|(service, _)| fleet::shard_of(service) == shard)
+            .map(|(service, trial)| protocol::Trial {
+                service: service.clone(),
+                failure: trial.failure_ms,
+                wants: trial.wants,
+                lease: lease_ms,
+            })
+            .collect();
         // The resets this host took of the services it sends: what it counted since is counted.
-        let services: BTreeSet<&Vec<u8>> = updates.iter().flat_map(|(_, rows)| rows.iter().map(|(service, _)| service)).collect();
-        let taken: Vec<(&Vec<u8>, u64)> =
-            services.into_iter().filter_map(|service| Some((service, self.fleet_resets.get(service)?.at))).collect();
-        request.array(taken.len() * 2);
-        for (service, at) in taken {
-            request.bytes(service).uint(at);
-        }
+        let services: BTreeSet<&Vec<u8>> =
+            updates.iter().flat_map(|update| update.counts.iter().map(|(service, _)| service)).collect();
+        let taken = services
+            .into_iter()
+            .filter_map(|service| Some(ResetTime { service: service.clone(), time: self.fleet_resets.get(service)?.at }))
+            .collect();
+        let request = Request {
+            host: fleet::host_id_text(self.host_id),
+            sequence,
+            born,
+            version: if state.known.is_some() { version } else { -1 },
+            full,
+            readers: readers.iter().map(|(&duration, &seconds)| protocol::Reader { duration, seconds }).collect(),
+            live: (3 * self.config.interval.as_millis() as u64).div_ceil(1000) + 1,
+            updates,
+            resets,
+            bound: CLOCK_BOUND_S,
+            check: !state.checked,
+            durations: state.told.iter().copied().collect(),
+            recount: state.recount.iter().copied().collect(),
+            applied: state.applied,
+            newest,
+            renew: full && state.renew,
+            reset_times: reset_times.into_iter().map(|(service, time)| ResetTime { service, time }).collect(),
+            resets_known: if full { -1 } else { state.resets_known.unwrap_or(-1) },
+            trials,
+            // The figure this host's buckets are stamped by: when each began, on Redis's clock.
+            clock: self.clock.unwrap_or(0),
+            taken,
+        };
         let mut command = redis::cmd("EVALSHA");
         command.arg(script).arg(1).arg(fleet::shard_key(&self.config.fleet, shard));
-        command.arg(request.bytes);
-        (command, Sent { updates, resets, reset_times })
+        command.arg(request.encode());
+        (command, request)
     }
 
     /// This host's marks beside the calls: in the fleet's set of live hosts (whose size is the
@@ -944,21 +938,25 @@ impl Syncer {
         }
     }
 
-    /// Takes what the script answered for `shard`.
+    /// Takes what the script answered for `shard` to `sent`.
     fn take_reply(
         &mut self,
         shard: u32,
-        sent: &Sent,
+        sent: &Request,
         reply: &Value,
         observed: &Observed,
         sequence: &AtomicU64,
         report: &mut Report,
     ) -> redis::RedisResult<Outcome> {
-        let Value::Array(items) = reply else { return Err(unexpected("a shard's reply is not a list")) };
-        let [status, time, born, version, stored, sums, own, figures, others, resets, trials] = &items[..] else {
-            return Err(unexpected("a shard's reply has not 11 items"));
+        let reply = match reply {
+            Value::BulkString(bytes) => Reply::decode(bytes).map_err(|why| {
+                redis::RedisError::from((redis::ErrorKind::UnexpectedReturnType, "a shard's reply is malformed", why))
+            })?,
+            // An error of the script's, as a value: a failed call, as when the round trip fails.
+            Value::ServerError(error) => return Err(error.clone().into()),
+            _ => return Err(unexpected("a shard's reply is not the script's packed map")),
         };
-        let redis_now_ms = int(time).ok_or_else(|| unexpected("no time in a shard's reply"))?;
+        let redis_now_ms = reply.time;
         let redis_now = redis_now_ms.div_euclid(1000);
         self.redis_time = redis_now as u64;
         self.clock_ahead_s = (self.now_ms / 1000) as i64 - redis_now;
@@ -967,9 +965,9 @@ impl Syncer {
         let state = self.shards.entry(shard).or_default();
         state.checked = true;
         let key = fleet::shard_key(&self.config.fleet, shard);
-        match text(status).as_str() {
-            "ok" => {}
-            status @ ("reborn" | "regressed") => {
+        match &reply.status {
+            Status::Ok => {}
+            status @ (Status::Reborn | Status::Regressed) => {
                 // Redis lost the shard, or went back to an older copy of it (or another host made
                 // it first): what this host published there is published again, with full, and
                 // the sums are read again; an older copy gets a new birth, so that every host
@@ -983,7 +981,7 @@ impl Syncer {
                     report.lost_shards += 1;
                 }
                 state.whole = true;
-                state.renew = status == "regressed";
+                state.renew = *status == Status::Regressed;
                 state.applied = 0;
                 for bucket in state.buckets.values_mut() {
                     bucket.sums.clear();
@@ -991,18 +989,17 @@ impl Syncer {
                 self.mark_services_of(shard);
                 return Ok(Outcome::Reborn);
             }
-            "stale" => {
+            Status::Stale => {
                 report.stale += 1;
-                for (field, blob) in pairs(own) {
-                    let (Some(bucket), Some((rows, _))) = (fleet::parse_bucket_field(&field), packed::unpack_rows(&blob, MAX_COUNT)) else { continue };
-                    self.old_own.entry(bucket).or_default().extend(rows);
+                for (bucket, blob) in &reply.own {
+                    let Some((rows, _)) = packed::unpack_rows(blob, MAX_COUNT) else { continue };
+                    self.old_own.entry(*bucket).or_default().extend(rows);
                 }
-                let stored = int(stored).unwrap_or(0).max(0) as u64;
                 // Relaxed: the sidecar alone writes the word, from this thread.
-                sequence.fetch_max(stored.min(MAX_SEQUENCE), Ordering::Relaxed);
+                sequence.fetch_max(reply.sequence.min(MAX_SEQUENCE), Ordering::Relaxed);
                 return Ok(Outcome::Stale);
             }
-            "foreign" => {
+            Status::Foreign => {
                 report.foreign.push(key);
                 state.known = None;
                 state.whole = true;
@@ -1010,40 +1007,36 @@ impl Syncer {
                 self.mark_services_of(shard);
                 return Ok(Outcome::Skipped);
             }
-            other => {
-                // "unwritten: …": Redis refused the write (out of memory, evicting nothing).
-                report.unwritten.push(format!("{} ({other})", String::from_utf8_lossy(&key)));
+            Status::Unwritten(why) => {
+                // Redis refused the write (out of memory, evicting nothing).
+                report.unwritten.push(format!("{} (unwritten: {why})", String::from_utf8_lossy(&key)));
                 report.complete = false;
                 return Ok(Outcome::Skipped);
             }
         }
-        let figures: Vec<i64> = match figures {
-            Value::Array(values) => values.iter().map(|value| int(value).unwrap_or(0)).collect(),
-            _ => Vec::new(),
-        };
-        let figure = |at: usize| figures.get(at).copied().unwrap_or(0).max(0) as u64;
-        report.rejected += figure(0);
-        report.recounted += figure(2) as usize;
-        let mut bad = figure(3);
+        let figures = reply.figures;
+        report.rejected += figures.rejected;
+        report.gone += figures.gone;
+        report.recounted += figures.recounted as usize;
+        let mut bad = figures.skipped;
 
-        state.known = Some((text(born), int(version).unwrap_or(0)));
+        state.known = Some((reply.born, reply.version));
         state.whole = false;
         state.renew = false;
-        state.applied = int(stored).unwrap_or(0).max(0) as u64;
+        state.applied = reply.sequence;
         state.recount.clear();
         let mut dirty: HashSet<Vec<u8>> = HashSet::new();
         // What was applied: what this host sent, but where Redis holds more (below).
-        for (bucket, rows) in &sent.updates {
+        for Update { bucket, counts } in &sent.updates {
             let applies = bucket.start <= self.redis_time + CLOCK_BOUND_S;
             if applies {
                 let own = &mut state.buckets.entry(*bucket).or_default().own;
-                dirty.extend(rows.iter().map(|(service, _)| service.clone()));
+                dirty.extend(counts.iter().map(|(service, _)| service.clone()));
                 dirty.extend(own.keys().cloned());
-                *own = rows.iter().cloned().collect();
+                *own = counts.iter().cloned().collect();
             }
         }
-        for (field, blob) in pairs(own) {
-            let Some(bucket) = fleet::parse_bucket_field(&field) else { continue };
+        for (bucket, blob) in reply.own {
             let Some((rows, skipped)) = packed::unpack_rows(&blob, MAX_COUNT) else {
                 bad += 1;
                 continue;
@@ -1058,18 +1051,16 @@ impl Syncer {
         // took this host's counts of its service in the buckets that began before it out of
         // Redis, as this host knows from now on.
         let mut learned = Vec::new();
-        if let Value::Array(resets) = resets {
-            if let [version, Value::BulkString(blob)] = &resets[..] {
-                state.resets_known = int(version);
-                let (resets, skipped) = packed::unpack_resets(blob).unwrap_or((Vec::new(), 1));
-                bad += skipped;
-                for (service, at) in resets {
-                    // A reset dated past Redis's time and the bound is no host's.
-                    if fleet::shard_of(&service) != shard || at / 1000 > self.redis_time + CLOCK_BOUND_S {
-                        continue;
-                    }
-                    learned.push((service, at));
+        if let Some(resets) = reply.resets {
+            state.resets_known = resets.version;
+            let (resets, skipped) = packed::unpack_resets(&resets.list).unwrap_or((Vec::new(), 1));
+            bad += skipped;
+            for (service, at) in resets {
+                // A reset dated past Redis's time and the bound is no host's.
+                if fleet::shard_of(&service) != shard || at / 1000 > self.redis_time + CLOCK_BOUND_S {
+                    continue;
                 }
+                learned.push((service, at));
             }
         }
         let ahead = self.clock.unwrap_or(0);
@@ -1077,7 +1068,7 @@ impl Syncer {
         // bucket here: see `call`).
         let stripped = learned.iter().filter(|(service, at)| {
             self.fleet_resets.get(service).is_none_or(|known| *at > known.at)
-                && !sent.resets.iter().any(|(sent, _)| sent == service)
+                && !sent.resets.iter().any(|reset| &reset.service == service)
         });
         for (service, at) in stripped {
             for (bucket, bucket_state) in &mut state.buckets {
@@ -1086,8 +1077,7 @@ impl Syncer {
                 }
             }
         }
-        for (field, blob) in pairs(sums) {
-            let Some(bucket) = fleet::parse_bucket_field(&field) else { continue };
+        for (bucket, blob) in reply.sums {
             let (rows, skipped) = packed::unpack_rows(&blob, MAX_COUNT).unwrap_or((Rows::new(), 1));
             bad += skipped;
             let bucket_state = state.buckets.entry(bucket).or_default();
@@ -1108,26 +1098,22 @@ impl Syncer {
             report.bad_rows.push((key, bad));
         }
         // Other durations: each service this host counts in them is said once.
-        if let Value::Array(others) = others {
-            for pair in others.chunks_exact(2) {
-                let (Some(duration), Value::BulkString(blob)) = (int(&pair[0]), &pair[1]) else { continue };
-                let duration = duration.max(0) as u64;
-                state.told.insert(duration);
-                let Some((rows, _)) = packed::unpack_rows(blob, MAX_COUNT) else { continue };
-                for (service, _) in rows {
-                    if let Some(windows) = observed.windows.get(&service) {
-                        let ours = windows[0].1.bucket_duration;
-                        report.other_durations.push((service, duration, ours));
-                    }
+        for Other { duration, sums } in reply.others {
+            state.told.insert(duration);
+            let Some((rows, _)) = packed::unpack_rows(&sums, MAX_COUNT) else { continue };
+            for (service, _) in rows {
+                if let Some(windows) = observed.windows.get(&service) {
+                    let ours = windows[0].1.bucket_duration;
+                    report.other_durations.push((service, duration, ours));
                 }
             }
         }
         // The resets sent are said, and known: this host's own reset is never taken again.
-        for (service, _) in &sent.resets {
-            self.pending_resets.remove(service);
+        for reset in &sent.resets {
+            self.pending_resets.remove(&reset.service);
         }
-        for (service, &at) in &sent.reset_times {
-            self.learn_reset(service, at);
+        for reset in &sent.reset_times {
+            self.learn_reset(&reset.service, reset.time);
         }
         for (service, at) in learned {
             if self.learn_reset(&service, at) {
@@ -1138,17 +1124,10 @@ impl Syncer {
             self.rings_written.remove(&service);
         }
         // The fleet's trials of the services this host asks one of.
-        if let Value::Array(trials) = trials {
-            for trial in trials.chunks_exact(3) {
-                let (Value::BulkString(service), Some(failure), Some(lease)) =
-                    (&trial[0], int(&trial[1]), int(&trial[2]))
-                else {
-                    continue;
-                };
-                if fleet::shard_of(service) == shard && failure > 0 {
-                    let lease = u64::try_from(lease).ok().filter(|&lease| lease > 0);
-                    self.trials_read.push((service.clone(), failure as u64, lease));
-                }
+        for Grant { service, failure, lease } in reply.trials {
+            if fleet::shard_of(&service) == shard && failure > 0 {
+                let lease = u64::try_from(lease).ok().filter(|&lease| lease > 0);
+                self.trials_read.push((service, failure as u64, lease));
             }
         }
         Ok(Outcome::Synced)
@@ -1395,13 +1374,6 @@ fn redis_time_ms(reply: &Value) -> Option<u64> {
     Some(seconds.checked_mul(1000)? + micros / 1000)
 }
 
-/// What a call sent.
-struct Sent {
-    updates: Vec<(Bucket, Rows)>,
-    resets: Vec<(Vec<u8>, u8)>,
-    reset_times: BTreeMap<Vec<u8>, u64>,
-}
-
 /// How long after its start a bucket of `duration` is read: by this host's windows of that
 /// duration (`readers`); by the longest window and the clock bound past it, for another duration.
 fn read_for(readers: &BTreeMap<u64, u64>, duration: u64) -> u64 {
@@ -1421,13 +1393,13 @@ fn next_sequence(sequence: &AtomicU64) -> u64 {
 
 /// What this host publishes of a bucket: what it published, raised to what its segment holds,
 /// or set to that for the counters it reset; rows of all zeros left out; in service order.
-fn publishing(published: Option<&Counts>, seen: Option<&Counts>, resets: &[(Vec<u8>, u8)]) -> Rows {
+fn publishing(published: Option<&Counts>, seen: Option<&Counts>, resets: &[protocol::Reset]) -> Rows {
     let empty = Counts::new();
     let (published, seen) = (published.unwrap_or(&empty), seen.unwrap_or(&empty));
     let services: BTreeSet<&Vec<u8>> = published.keys().chain(seen.keys()).collect();
     let mut rows = Rows::new();
     for service in services {
-        let mask = resets.iter().find(|(s, _)| s == service).map_or(0, |(_, mask)| *mask);
+        let mask = resets.iter().find(|reset| &reset.service == service).map_or(0, |reset| reset.mask);
         let (before, now) =
             (published.get(service).copied().unwrap_or_default(), seen.get(service).copied().unwrap_or_default());
         let counts: [u64; 3] =
@@ -1443,18 +1415,6 @@ fn same_counts(own: &Counts, rows: &Rows) -> bool {
     own.len() == rows.len() && rows.iter().all(|(service, counts)| own.get(service) == Some(counts))
 }
 
-/// The `field, value` pairs of a flat list of bulk strings.
-fn pairs(value: &Value) -> Vec<(Vec<u8>, Vec<u8>)> {
-    let Value::Array(items) = value else { return Vec::new() };
-    items
-        .chunks_exact(2)
-        .filter_map(|pair| match pair {
-            [Value::BulkString(field), Value::BulkString(value)] => Some((field.clone(), value.clone())),
-            _ => None,
-        })
-        .collect()
-}
-
 fn unexpected(what: &'static str) -> redis::RedisError {
     redis::RedisError::from((redis::ErrorKind::UnexpectedReturnType, what))
 }
@@ -1464,15 +1424,6 @@ fn int(value: &Value) -> Option<i64> {
         Value::Int(n) => Some(*n),
         Value::BulkString(bytes) => std::str::from_utf8(bytes).ok()?.parse().ok(),
         _ => None,
-    }
-}
-
-fn text(value: &Value) -> String {
-    match value {
-        Value::BulkString(bytes) => String::from_utf8_lossy(bytes).into_owned(),
-        Value::SimpleString(text) => text.clone(),
-        Value::Int(n) => n.to_string(),
-        _ => String::new(),
     }
 }
 
@@ -1495,12 +1446,12 @@ mod tests {
         );
         // a's failures reset (bit 1): set as the segment holds them; its successes grow as ever.
         assert_eq!(
-            publishing(Some(&published), Some(&seen), &[(b"a".to_vec(), 0b010)]),
+            publishing(Some(&published), Some(&seen), &[protocol::Reset { service: b"a".to_vec(), mask: 0b010 }]),
             vec![(b"a".to_vec(), [5, 4, 0]), (b"b".to_vec(), [1, 1, 1])],
             "a failure count reset to 4 stays 4"
         );
         assert_eq!(
-            publishing(Some(&published), None, &[(b"b".to_vec(), 0b111)]),
+            publishing(Some(&published), None, &[protocol::Reset { service: b"b".to_vec(), mask: 0b111 }]),
             vec![(b"a".to_vec(), [5, 2, 0])],
             "b reset whole: its row goes"
         );
