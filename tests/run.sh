@@ -23,7 +23,7 @@ php=${PHP:-php}
 target_dir=${CARGO_TARGET_DIR:-$PWD/target}
 
 cargo build --release
-[ "${GANESHA_SHM_CARGO_TEST:-1}" = 0 ] || cargo test --release --workspace
+[ "${GANESHA_SHM_CARGO_TEST:-1}" = 0 ] || cargo test --release --workspace --exclude ganesha-shm-fleet-sim
 
 export GANESHA_SHM_EXT="$target_dir/release/libganesha_shm.so"
 zts_php=${GANESHA_SHM_ZTS_PHP:-/var/cache/ganesha-shm-ci/zts/current}

@@ -104,6 +104,9 @@ impl SyncState {
     /// intervals old. Staler counts could keep a host open on evidence it can no longer
     /// refresh, so they are not used at all.
     pub fn is_fresh(&self, now_ms: u64) -> bool {
+        if crate::defense::is_off(crate::defense::Defense::Staleness) {
+            return self.synced_at_ms != 0;
+        }
         self.age_ms(now_ms).is_some_and(|age| age <= self.interval_ms.saturating_mul(2))
     }
 }

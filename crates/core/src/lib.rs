@@ -4,6 +4,7 @@
 //!
 //! One layer per file, each using only the ones listed before it:
 //! * [`sync`]: the atomics the shared-memory code uses (std's, or loom's for the model checker);
+//! * [`defense`]: fleet mode's defenses the fleet's simulation may switch off (only in its build);
 //! * [`segment`]: the shared mapping, its header and regions (its `unsafe` maps memory);
 //! * [`window`]: bucket arithmetic and word encodings, pure;
 //! * [`memo`]: a process's memo of where it last found keys, in its own memory;
@@ -18,6 +19,7 @@
 #![cfg_attr(loom, allow(dead_code, unused_imports))]
 
 pub mod circuit;
+pub mod defense;
 #[cfg(not(loom))]
 pub mod fleet;
 #[cfg(loom)]

@@ -111,41 +111,67 @@ impl<'a> ResetLog<'a> {
 
     /// Every reset the log holds whole, in no order.
     pub fn read(&self) -> Vec<NotedReset> {
-        let mut resets = Vec::new();
-        for index in 0..self.shape.entries {
-            let entry = self.entry(index);
-            for _ in 0..MAX_READS {
-                // Acquire: pairs with the writer's Release store of the even sequence.
-                let before = entry[0].load(Ordering::Acquire);
-                if before == 0 {
-                    break;
-                }
-                if before & 1 == 1 {
-                    continue;
-                }
-                // Relaxed: ordered by the Acquire above and the fence below.
-                let time_ms = entry[1].load(Ordering::Relaxed);
-                let checked = entry[2].load(Ordering::Relaxed);
-                let key_words: Vec<u64> =
-                    entry[ENTRY_HEADER_WORDS..].iter().map(|word| word.load(Ordering::Relaxed)).collect();
-                // Acquire: the words above were read before the sequence is read again (a writer
-                // that came meanwhile moved it).
-                fence(Ordering::Acquire);
-                if entry[0].load(Ordering::Relaxed) != before {
-                    continue;
-                }
-                let (every, length) = (checked >> 63 == 1, (checked >> 32 & 0x7fff) as usize);
-                if length > self.shape.max_key_length {
-                    break;
-                }
-                let key = unpack_key(&key_words, length);
-                if check(time_ms, every, &key) == checked {
-                    resets.push(NotedReset { time_ms, key, every });
-                }
-                break;
-            }
+        (0..self.shape.entries).filter_map(|index| self.read_entry(index).and_then(|(_, reset)| reset)).collect()
+    }
+
+    /// How many resets were ever noted: the next one's ticket.
+    pub fn tickets(&self) -> u64 {
+        if self.shape.entries == 0 {
+            return 0;
         }
-        resets
+        // Acquire: a reader that finds a ticket taken looks for its entry next.
+        self.words[0].load(Ordering::Acquire)
+    }
+
+    /// Whether a reset noted with a ticket from `since` on may cover `key`: its key (a service's
+    /// stem, or a configuration's prefix) starts `key`. An entry being written, or one the ring
+    /// has written over since (more than [`ENTRIES`] resets), may: the answer errs towards yes.
+    pub fn covers_since(&self, since: u64, key: &[u8]) -> bool {
+        if self.tickets().saturating_sub(since) > self.shape.entries as u64 {
+            return true;
+        }
+        (0..self.shape.entries).any(|index| match self.read_entry(index) {
+            Some((ticket, reset)) if ticket >= since => reset.is_none_or(|reset| key.starts_with(&reset.key)),
+            _ => false,
+        })
+    }
+
+    /// The entry at `index`: its ticket, and the reset it holds (`None` while it is being
+    /// written, or when its words do not check); `None` for an entry never written.
+    fn read_entry(&self, index: usize) -> Option<(u64, Option<NotedReset>)> {
+        let entry = self.entry(index);
+        let mut ticket = None;
+        for _ in 0..MAX_READS {
+            // Acquire: pairs with the writer's Release store of the even sequence.
+            let before = entry[0].load(Ordering::Acquire);
+            if before == 0 {
+                return None;
+            }
+            // The sequence is the ticket's double, odd while it is written.
+            ticket = Some(before / 2 - u64::from(before & 1 == 0));
+            if before & 1 == 1 {
+                continue;
+            }
+            // Relaxed: ordered by the Acquire above and the fence below.
+            let time_ms = entry[1].load(Ordering::Relaxed);
+            let checked = entry[2].load(Ordering::Relaxed);
+            let key_words: Vec<u64> =
+                entry[ENTRY_HEADER_WORDS..].iter().map(|word| word.load(Ordering::Relaxed)).collect();
+            // Acquire: the words above were read before the sequence is read again (a writer
+            // that came meanwhile moved it).
+            fence(Ordering::Acquire);
+            if entry[0].load(Ordering::Relaxed) != before {
+                continue;
+            }
+            let (every, length) = (checked >> 63 == 1, (checked >> 32 & 0x7fff) as usize);
+            if length > self.shape.max_key_length {
+                return ticket.map(|ticket| (ticket, None));
+            }
+            let key = unpack_key(&key_words, length);
+            let reset = (check(time_ms, every, &key) == checked).then_some(NotedReset { time_ms, key, every });
+            return ticket.map(|ticket| (ticket, reset));
+        }
+        ticket.map(|ticket| (ticket, None))
     }
 }
 

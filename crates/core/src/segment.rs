@@ -60,7 +60,9 @@ mod header {
     /// Redis tells a late call from a new one across the sidecar's restarts (see
     /// [`super::Segment::fleet_sequence`]). Segments made before it have 0 here, as new ones.
     pub const FLEET_SEQUENCE: usize = 17;
-    // Word 18 is unused since layout 5 (the reset log dates every reset): 0.
+    /// The reset log's tickets the fleet sidecar had read when it last wrote the fleet's counts
+    /// (see [`super::Segment::fleet_resets_taken`]). 0 in a new segment, as the log's.
+    pub const FLEET_RESETS_TAKEN: usize = 18;
     /// The window this host's adapters read in fleet mode, as they last noted it (see
     /// [`super::Segment::fleet_window_noted`]): what the sidecar reads the fleet-only services in.
     pub const FLEET_WINDOW: usize = 19;
@@ -679,8 +681,8 @@ impl Segment {
         segment
     }
 
-    /// Every word of the segment.
-    fn words(&self) -> &[AtomicU64] {
+    /// Every word of the segment: what a copy of its file holds.
+    pub fn words(&self) -> &[AtomicU64] {
         let words = self.map.len() / 8;
         // SAFETY: the pointer is the start of the mapping (a raw one, or one adopted whole: no
         // shared `&[u8]` is ever made of it, through which writing would be undefined), page-aligned, hence
@@ -801,6 +803,15 @@ impl Segment {
     /// buckets it shares are stamped on Redis's clock alike across its syncs and restarts.
     pub fn fleet_clock(&self) -> &AtomicU64 {
         &self.words()[header::FLEET_CLOCK]
+    }
+
+    /// How many resets of the reset log (`ResetLog::tickets`) the fleet's counts in the segment
+    /// (the fleet rings, the fleet-only region) reflect: the sidecar read that many before the
+    /// sync that wrote them. A key that a reset noted since covers reads none of the fleet's
+    /// counts until the sidecar has shared it and written them again (see
+    /// `Store::load_with_fleet`). The sidecar alone writes it.
+    pub fn fleet_resets_taken(&self) -> &AtomicU64 {
+        &self.words()[header::FLEET_RESETS_TAKEN]
     }
 
     /// The [`FLEET_WORDS`] words of the fleet sidecar's state: the sidecar writes them, any

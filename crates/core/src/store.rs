@@ -268,6 +268,8 @@ pub struct Store<'a> {
     fleet_only: Option<FleetOnly<'a>>,
     /// Fleet mode: the resets this host made, for the sidecar.
     reset_log: Option<ResetLog<'a>>,
+    /// Fleet mode: how many of them the fleet's counts reflect (`Segment::fleet_resets_taken`).
+    resets_taken: Option<&'a AtomicU64>,
 }
 
 /// A counter's own buckets, as the fleet sidecar publishes them.
@@ -297,13 +299,14 @@ impl<'a> Store<'a> {
             fleet_ring: layout.settings.fleet.then(|| RING + Layout::ring(layout.settings).len() as usize),
             fleet_only: layout.settings.fleet.then(|| FleetOnly::new(segment.region(2), layout.fleet_only, seed)),
             reset_log: layout.settings.fleet.then(|| ResetLog::new(segment.region(3), layout.reset_log)),
+            resets_taken: layout.settings.fleet.then(|| segment.fleet_resets_taken()),
         }
     }
 
     /// A store over two tables built elsewhere (the model checker, and tests).
     #[cfg(any(test, loom))]
     pub fn from_tables(counters: Table<'a>, statuses: Table<'a>, ring: Ring) -> Self {
-        Self { counters, statuses, ring, fleet_ring: None, fleet_only: None, reset_log: None }
+        Self { counters, statuses, ring, fleet_ring: None, fleet_only: None, reset_log: None, resets_taken: None }
     }
 
     /// How many LIVE counter slots hold `key`.
@@ -439,10 +442,18 @@ impl<'a> Store<'a> {
     /// fleet-only region is read too: it holds the key while this host has not counted it, and for
     /// the sync or so that both hold it (its first count here), the larger is the fleet's, as
     /// both are the same hosts' counts read at two syncs.
+    ///
+    /// A key that a reset made here since the sidecar last wrote the fleet's counts covers
+    /// reads none of them: they may hold the other hosts' events from before it until the
+    /// sidecar has shared it (a reset admits requests at once, on this host as without fleet
+    /// mode).
     pub fn load_with_fleet(&self, key: &[u8], window: &Window, now: u64) -> Result<(u64, u64), StoreError> {
         let Some(fleet_ring) = self.fleet_ring else {
             return Ok((self.load(key, window, now)?, 0));
         };
+        if self.reset_since_fleet_counts(key) {
+            return Ok((self.load(key, window, now)?, 0));
+        }
         let fleet_only = || match &self.fleet_only {
             Some(region) if !region.is_empty() => region.load(key, window.bucket_duration(), window.buckets_at(now)),
             _ => None,
@@ -467,6 +478,14 @@ impl<'a> Store<'a> {
             (own_sum + count(own), fleet_sum + count(fleet))
         }))
         .map(|(own, fleet)| (own, fleet_only().map_or(fleet, |only| only.max(fleet))))
+    }
+
+    /// Fleet mode: whether a reset noted since the fleet's counts were written covers `key`.
+    fn reset_since_fleet_counts(&self, key: &[u8]) -> bool {
+        let (Some(log), Some(taken)) = (&self.reset_log, self.resets_taken) else { return false };
+        // Acquire: pairs with the sidecar's Release store, after the counts it wrote.
+        let taken = taken.load(Ordering::Acquire);
+        log.tickets() > taken && log.covers_since(taken, key)
     }
 
     /// Fleet mode: the fleet-only region: the services this host has not counted.
@@ -1327,6 +1346,43 @@ mod tests {
         assert_eq!(store.load_with_fleet(b"k", &window, now).unwrap(), (1, 9));
         region.publish(&[]);
         assert_eq!(store.load_with_fleet(b"k", &window, now).unwrap(), (1, 9));
+    }
+
+    #[test]
+    fn a_reset_made_here_hides_the_fleets_counts_of_what_it_covers_until_the_sidecar_wrote_them_again() {
+        use crate::fleet_only::FleetOnlyEntry;
+        use crate::reset_log::NotedReset;
+        let segment = fleet_segment(4);
+        let store = Store::new(&segment);
+        let window = window(60, Some(10));
+        let now = 1_000_000;
+        let current = window.bucket_at(now);
+        let region = store.fleet_only().expect("fleet mode has a fleet-only region");
+        let entry = |key: &[u8]| FleetOnlyEntry { key: key.to_vec(), bucket_duration: 10, first_bucket: current, counts: vec![5] };
+        // The other hosts' events of two services this host has not counted, and of one it has.
+        region.publish(&[entry(b"svc_failure"), entry(b"other_failure")]);
+        store.increment(b"mine_failure", &window, now).unwrap();
+        let mut ring = vec![None; store.ring_len()];
+        ring[RING_OF_TESTS.position(current).0] = Some((RING_OF_TESTS.position(current).1, 3));
+        store.write_fleet_buckets(b"mine_failure", now, now + 100, FleetWindow::of(&window), &ring, true).unwrap();
+        assert_eq!(store.load_with_fleet(b"svc_failure", &window, now).unwrap(), (0, 5));
+        assert_eq!(store.load_with_fleet(b"mine_failure", &window, now).unwrap(), (1, 3));
+
+        // resetService("svc"): the fleet's events of it from before the reset are not read
+        // until the sidecar shared the reset and wrote the fleet's counts again.
+        let log = store.reset_log().unwrap();
+        assert!(log.note(&NotedReset { time_ms: now * 1000, key: b"svc".to_vec(), every: false }));
+        assert_eq!(store.load_with_fleet(b"svc_failure", &window, now).unwrap(), (0, 0));
+        assert_eq!(store.load_with_fleet(b"other_failure", &window, now).unwrap(), (0, 5), "another service");
+        // reset(): every service under the prefix, those counted here too (the sidecar may
+        // write the ring again before it shares the reset).
+        assert!(log.note(&NotedReset { time_ms: now * 1000, key: b"m".to_vec(), every: true }));
+        assert_eq!(store.load_with_fleet(b"mine_failure", &window, now).unwrap(), (1, 0));
+
+        // The sidecar's sync that shared them: what it writes counts again.
+        segment.fleet_resets_taken().store(log.tickets(), Ordering::Release);
+        assert_eq!(store.load_with_fleet(b"svc_failure", &window, now).unwrap(), (0, 5));
+        assert_eq!(store.load_with_fleet(b"mine_failure", &window, now).unwrap(), (1, 3));
     }
 
     #[test]

@@ -45,6 +45,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use ganesha_shm_core::defense::{self, Defense};
 use ganesha_shm_core::fleet::{self, Bucket, CLOCK_BOUND_S, CLOCK_MOVED_MS, MAX_COUNT};
 use ganesha_shm_core::fleet_only::FleetOnlyEntry;
 use ganesha_shm_core::segment::Segment;
@@ -510,6 +511,8 @@ impl Syncer {
         }
         let mut observed = self.observe(store, now);
         self.inherited = std::mem::take(&mut observed.inherited);
+        // The resets noted so far, which this sync shares before it writes the fleet's counts.
+        let tickets = store.reset_log().map_or(0, |log| log.tickets());
         self.take_noted_resets(store, &observed);
         report.round_trips = round_trips;
         report.rejected = observed.unshared;
@@ -620,6 +623,11 @@ impl Syncer {
         if let Some(window) = fleet_only_window {
             self.write_fleet_only(store, &observed, window, now, &mut report);
         }
+        if report.complete {
+            // Release: a load that reads this sees the counts written above, which reflect
+            // every reset noted before `tickets` (each shared by a call that succeeded).
+            segment.fleet_resets_taken().store(tickets, Ordering::Release);
+        }
         Ok(report)
     }
 
@@ -656,7 +664,7 @@ impl Syncer {
     /// see it only through the fleet), or of every service whose key starts with a prefix
     /// (`reset()`), which this host knows of (its own, and those it read sums of).
     fn take_noted_resets(&mut self, store: &Store<'_>, observed: &Observed) {
-        let Some(log) = store.reset_log() else { return };
+        let Some(log) = store.reset_log().filter(|_| !defense::is_off(Defense::ResetLog)) else { return };
         let mut noted: HashMap<(Vec<u8>, bool), u64> = HashMap::new();
         for reset in log.read() {
             let latest = noted.entry((reset.key, reset.every)).or_default();
@@ -667,7 +675,8 @@ impl Syncer {
             if self.resets_noted.get(&(key.clone(), *every)).is_some_and(|&taken| taken >= time_ms) {
                 continue;
             }
-            let at = u64::try_from(time_ms as i64 - self.clock_ahead_ms).unwrap_or(0);
+            let ahead_ms = if defense::is_off(Defense::ResetClock) { 0 } else { self.clock_ahead_ms };
+            let at = u64::try_from(time_ms as i64 - ahead_ms).unwrap_or(0);
             if !every {
                 made.push((key.clone(), at));
                 continue;

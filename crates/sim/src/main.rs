@@ -1,0 +1,176 @@
+//! fleet-sim: the fleet's deterministic simulation. Plays histories of a fleet of 2 to 20 hosts,
+//! each an in-memory segment with the real store, a clock of its own (skewed within the bound,
+//! and stepped) and the real sync (`Syncer`) over a link of faults, against one real
+//! redis-server (Redis's own semantics for the script: atomic, never rolled back), under every
+//! fault of Redis, of the link and of the hosts; after every step it checks the fleet's
+//! invariants against what it knows was counted (`truth`). A seed is a history: replayed, it plays
+//! the same steps to the same verdict. `tests/fleet-sim.sh` starts the redis-servers and runs it.
+//!
+//! Usage: fleet-sim --redis PORT[,PORT…] --seeds N [--first S] [--seed S] [--hosts H]
+//!        [--steps N] [--mutate NAME] [--mutations] [--verbose]
+
+mod link;
+mod mutation;
+mod truth;
+mod world;
+
+use std::process::ExitCode;
+use std::rc::Rc;
+use std::time::Instant;
+
+use crate::link::Server;
+use crate::world::{Outcome, Plan};
+
+struct Args {
+    ports: Vec<u16>,
+    first: u64,
+    seeds: u64,
+    hosts: Option<usize>,
+    steps: usize,
+    mutate: Option<String>,
+    verbose: bool,
+}
+
+fn parse() -> Result<Option<Args>, String> {
+    let mut args = Args { ports: Vec::new(), first: 1, seeds: 1, hosts: None, steps: 300, mutate: None, verbose: false };
+    let mut given = std::env::args().skip(1);
+    while let Some(flag) = given.next() {
+        let mut value = |name: &str| given.next().ok_or_else(|| format!("{name} needs a value"));
+        match flag.as_str() {
+            "--redis" => {
+                args.ports = value("--redis")?
+                    .split(',')
+                    .map(|port| port.parse().map_err(|_| format!("--redis: {port:?} is not a port")))
+                    .collect::<Result<_, _>>()?;
+            }
+            "--seeds" => args.seeds = number(&value("--seeds")?, "--seeds")?,
+            "--first" => args.first = number(&value("--first")?, "--first")?,
+            "--seed" => {
+                args.first = number(&value("--seed")?, "--seed")?;
+                args.seeds = 1;
+            }
+            "--hosts" => {
+                let hosts = number(&value("--hosts")?, "--hosts")? as usize;
+                if !(2..=20).contains(&hosts) {
+                    return Err("--hosts: from 2 to 20".into());
+                }
+                args.hosts = Some(hosts);
+            }
+            "--steps" => args.steps = number(&value("--steps")?, "--steps")? as usize,
+            "--mutate" => args.mutate = Some(value("--mutate")?),
+            "--verbose" => args.verbose = true,
+            "--mutations" => {
+                for mutation in mutation::MUTATIONS {
+                    println!("{:<18} {}", mutation.name, mutation.defense);
+                }
+                return Ok(None);
+            }
+            other => return Err(format!("unknown argument {other:?}")),
+        }
+    }
+    if args.ports.is_empty() {
+        return Err("--redis PORT is required (tests/fleet-sim.sh starts the servers)".into());
+    }
+    Ok(Some(args))
+}
+
+fn number(text: &str, name: &str) -> Result<u64, String> {
+    text.parse().map_err(|_| format!("{name}: {text:?} is not a whole number"))
+}
+
+fn main() -> ExitCode {
+    let args = match parse() {
+        Ok(Some(args)) => args,
+        Ok(None) => return ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("fleet-sim: {error}");
+            return ExitCode::from(2);
+        }
+    };
+    let mutation = match &args.mutate {
+        Some(name) => match mutation::MUTATIONS.iter().find(|mutation| mutation.name == name) {
+            Some(mutation) => Some(mutation),
+            None => {
+                eprintln!("fleet-sim: no mutation {name:?} (--mutations lists them)");
+                return ExitCode::from(2);
+            }
+        },
+        None => None,
+    };
+    let script = match mutation::script(mutation) {
+        Ok(script) => script,
+        Err(error) => {
+            eprintln!("fleet-sim: {error}");
+            return ExitCode::from(2);
+        }
+    };
+    if let Some(mutation) = mutation {
+        mutation.switch_off();
+    }
+    let started = Instant::now();
+    // One worker a server: each plays every n-th seed, in its own thread, on its own server.
+    let workers: Vec<_> = args
+        .ports
+        .iter()
+        .enumerate()
+        .map(|(worker, &port)| {
+            let (script, ports, first, seeds, hosts, steps, verbose) =
+                (script.clone(), args.ports.len() as u64, args.first, args.seeds, args.hosts, args.steps, args.verbose);
+            let mutated = args.mutate.clone();
+            std::thread::spawn(move || -> Result<(u64, u64, u64), String> {
+                let server = Rc::new(Server::connect(port, &script)?);
+                let (mut played, mut steps_played, mut checks) = (0, 0, 0);
+                let mut seed = first + worker as u64;
+                while seed < first + seeds {
+                    let plan = Plan::of(seed, hosts, steps);
+                    match world::play(&server, &plan) {
+                        Outcome::Held { steps, checks: checked, history } => {
+                            if verbose {
+                                println!("{}", history.join("\n"));
+                            }
+                            played += 1;
+                            steps_played += steps;
+                            checks += checked;
+                        }
+                        Outcome::Broke { history, invariant } => {
+                            return Err(format!(
+                                "seed {seed} broke an invariant: {invariant}\nhistory of seed {seed}:\n{}\nreplay: bash tests/fleet-sim.sh --seed {seed}{}{}",
+                                history.join("\n"),
+                                hosts.map(|h| format!(" --hosts {h}")).unwrap_or_default(),
+                                mutated.as_ref().map(|m| format!(" --mutate {m}")).unwrap_or_default(),
+                            ));
+                        }
+                    }
+                    seed += ports;
+                }
+                Ok((played, steps_played, checks))
+            })
+        })
+        .collect();
+    let (mut played, mut steps, mut checks, mut broke) = (0, 0, 0, Vec::new());
+    for worker in workers {
+        match worker.join().unwrap_or_else(|_| Err("a worker panicked".into())) {
+            Ok((p, s, c)) => {
+                played += p;
+                steps += s;
+                checks += c;
+            }
+            Err(error) => broke.push(error),
+        }
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    if let Some(first) = broke.first() {
+        println!("{first}");
+        println!(
+            "fleet-sim: an invariant broke{} ({played} histories held before, {:.1} s)",
+            mutation.map(|m| format!(" with {} off", m.name)).unwrap_or_default(),
+            elapsed
+        );
+        return ExitCode::FAILURE;
+    }
+    println!(
+        "fleet-sim: {played} histories, {steps} steps, {checks} invariant checks, every invariant held{}, {elapsed:.1} s",
+        mutation.map(|m| format!(" with {} off", m.name)).unwrap_or_default()
+    );
+    ExitCode::SUCCESS
+}

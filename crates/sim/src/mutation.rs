@@ -1,0 +1,69 @@
+//! The defenses of fleet mode the simulation can switch off (`--mutate NAME`), one at a time: with
+//! any one off, it must break an invariant within 1,000 seeds. Those written in Rust are switched
+//! off in this build alone (`ganesha_shm_core::defense`); those of the script, in the simulation's
+//! own copy of it, by replacing the one passage that makes them.
+
+use ganesha_shm_core::defense::{self, Defense};
+
+pub enum Switch {
+    Rust(Defense),
+    /// In the script: `find` (found exactly once) replaced by `replace`. None yet: the script's
+    /// defenses (the sequence, the birth, the merge, the trial's lease) are to be listed.
+    #[allow(dead_code)]
+    Script { find: &'static str, replace: &'static str },
+}
+
+pub struct Mutation {
+    pub name: &'static str,
+    /// The defense switched off.
+    pub defense: &'static str,
+    pub switch: Switch,
+}
+
+impl Mutation {
+    pub fn switch_off(&self) {
+        if let Switch::Rust(defense) = self.switch {
+            defense::switch_off(defense);
+        }
+    }
+}
+
+pub const MUTATIONS: &[Mutation] = &[
+    Mutation {
+        name: "reset-clock",
+        defense: "the reset's clock: a reset is dated on Redis's clock, not on its host's",
+        switch: Switch::Rust(Defense::ResetClock),
+    },
+    Mutation {
+        name: "reset-log",
+        defense: "the reset kept by the segment: a reset made while the sidecar was down is shared",
+        switch: Switch::Rust(Defense::ResetLog),
+    },
+    Mutation {
+        name: "staleness",
+        defense: "the staleness rule: the fleet's counts decide only while the last sync is two intervals old at most",
+        switch: Switch::Rust(Defense::Staleness),
+    },
+];
+
+/// The line of the script that reads Redis's time, and what the simulation's copy reads instead:
+/// the time the simulation gives each call, after the request.
+const REDIS_TIME: &str = "  local time = redis.call('TIME')\n";
+const SIMULATED_TIME: &str = "  local time = { ARGV[2], ARGV[3] }\n";
+
+/// The simulation's copy of the script: Redis's time is the simulation's, and the defense of
+/// `mutation` is off.
+pub fn script(mutation: Option<&Mutation>) -> Result<String, String> {
+    let mut script = replaced(ganesha_shm_fleet::sync::SCRIPT, REDIS_TIME, SIMULATED_TIME)?;
+    if let Some(Mutation { switch: Switch::Script { find, replace }, .. }) = mutation {
+        script = replaced(&script, find, replace)?;
+    }
+    Ok(script)
+}
+
+fn replaced(script: &str, find: &str, replace: &str) -> Result<String, String> {
+    match script.matches(find).count() {
+        1 => Ok(script.replacen(find, replace, 1)),
+        n => Err(format!("the script holds {n} times, not once, the passage the simulation replaces: {find:?}")),
+    }
+}

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# The fleet's deterministic simulation (crates/sim): plays histories of a fleet of simulated
+# hosts (each an in-memory segment with the real store and the real sync) against real
+# redis-servers, started here on the loopback and stopped by pid, under every fault; exit 0 when
+# no history breaks an invariant, else the failing seed's history and the command that replays it.
+#
+#   bash tests/fleet-sim.sh --seeds N [--first S] [--seed S] [--hosts H] [--steps N]
+#                           [--mutate NAME] [--mutations] [--verbose] [--jobs J]
+#
+# --jobs J (default 2): J redis-servers and as many threads, each playing every J-th seed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+jobs=2
+args=()
+while [ $# -gt 0 ]; do
+    case $1 in
+        --jobs) jobs=$2; shift 2 ;;
+        --jobs=*) jobs=${1#--jobs=}; shift ;;
+        *) args+=("$1"); shift ;;
+    esac
+done
+
+cargo build --quiet --profile sim -p ganesha-shm-fleet-sim
+sim=${CARGO_TARGET_DIR:-target}/sim/fleet-sim
+for arg in "${args[@]}"; do
+    if [ "$arg" = --mutations ]; then
+        exec "$sim" --mutations
+    fi
+done
+command -v redis-server >/dev/null || { echo "fleet-sim: redis-server is not installed (apt-get install redis-server)" >&2; exit 2; }
+
+dir=$(mktemp -d)
+pids=()
+stop() {
+    for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+    for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
+    rm -rf "$dir"
+}
+trap stop EXIT
+
+# A free port of the loopback each, found by binding it; the server is asked to listen there.
+ports=()
+for ((job = 0; job < jobs; job++)); do
+    port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    redis-server --bind 127.0.0.1 --port "$port" --save '' --appendonly no --dir "$dir" \
+        --maxmemory-policy noeviction --loglevel warning --logfile "$dir/redis-$port.log" &
+    pids+=($!)
+    ports+=("$port")
+done
+for port in "${ports[@]}"; do
+    deadline=$((SECONDS + 20))
+    until redis-cli -h 127.0.0.1 -p "$port" ping >/dev/null 2>&1; do
+        if [ $SECONDS -ge $deadline ]; then
+            echo "fleet-sim: the redis-server on port $port did not answer within 20 s:" >&2
+            cat "$dir/redis-$port.log" >&2
+            exit 2
+        fi
+        sleep 0.1
+    done
+done
+
+"$sim" --redis "$(IFS=,; echo "${ports[*]}")" "${args[@]}"
