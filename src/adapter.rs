@@ -30,7 +30,6 @@ use crate::errors::{exception, php_error, storage_exception};
 use crate::fleet;
 use crate::metrics::{self, BucketView, Fleet, ServiceTotals, ServiceView};
 use crate::process;
-use crate::reset_log::NotedReset;
 use crate::settings::{INI_MAX_KEY_LENGTH, INI_MAX_SERVICES};
 use crate::store::{FleetWindow, Renewed, Store, StoreError, TableKind};
 use crate::table::TableError;
@@ -402,15 +401,13 @@ fn snapshot_row(view: &ServiceView, counts_requests: bool) -> PhpResult<ZBox<Zen
 /// that the sidecar shares it with the fleet, dated by it, whether or not this host counts the
 /// service and whether or not the sidecar runs now (see `ResetLog`).
 fn note_fleet_reset(store: &Store<'_>, key: &[u8], every: bool) -> PhpResult<()> {
-    let time_ms =
+    let now_ms =
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |since| since.as_millis() as u64);
-    if let Some(log) = store.reset_log() {
-        if !log.note(&NotedReset { time_ms, key: key.to_vec(), every }) {
-            return Err(storage_exception(format!(
-                "ganesha_shm: cannot share the reset of \"{}\" with the fleet: the key is longer than ganesha_shm.max_key_length",
-                String::from_utf8_lossy(key)
-            )));
-        }
+    if !fleet::note_reset(store, process::segment()?, key, every, now_ms) {
+        return Err(storage_exception(format!(
+            "ganesha_shm: cannot share the reset of \"{}\" with the fleet: the key is longer than ganesha_shm.max_key_length",
+            String::from_utf8_lossy(key)
+        )));
     }
     Ok(())
 }

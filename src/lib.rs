@@ -17,7 +17,7 @@
 //!   methods that every request calls;
 //! * [`module`]: what PHP registers, startup, phpinfo.
 
-use ganesha_shm_core::{circuit, fleet, reset_log, segment, store, table, window};
+use ganesha_shm_core::{circuit, fleet, segment, store, table, window};
 
 mod adapter;
 mod arguments;

@@ -39,10 +39,14 @@ stop() {
 }
 trap stop EXIT
 
-# A free port of the loopback each, found by binding it; the server is asked to listen there.
+# A port of the loopback each that nothing listens on (bash connects to it to see).
 ports=()
 for ((job = 0; job < jobs; job++)); do
-    port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    while :; do
+        port=$((20000 + RANDOM % 30000))
+        [[ " ${ports[*]} " == *" $port "* ]] && continue
+        (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null || break
+    done
     redis-server --bind 127.0.0.1 --port "$port" --save '' --appendonly no --dir "$dir" \
         --maxmemory-policy noeviction --loglevel warning --logfile "$dir/redis-$port.log" &
     pids+=($!)

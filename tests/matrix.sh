@@ -112,13 +112,14 @@ mount_root() {
     cp -L /etc/resolv.conf "$root/etc/resolv.conf"
 }
 
-# in_root COMMAND...: runs a command in the root as root, with a clean environment.
+# in_root COMMAND...: runs a command in the root as root, with a clean environment (the fleet's
+# simulation, which does not depend on PHP, runs once, outside the root).
 in_root() {
     chroot "$root" /usr/bin/env -i \
         HOME=/root LANG=C.UTF-8 TERM="${TERM:-dumb}" CI="${CI:-}" \
         PATH="$cargo_home/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin" \
         CARGO_HOME="$cargo_home" RUSTUP_HOME="$rustup_home" \
-        DEBIAN_FRONTEND=noninteractive "$@"
+        GANESHA_SHM_FLEET_SIM=0 DEBIAN_FRONTEND=noninteractive "$@"
 }
 
 ensure_root() {

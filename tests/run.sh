@@ -6,7 +6,8 @@
 # Arguments go to PHPUnit (e.g. --testsuite native). The environment it honours:
 #   CARGO_TARGET_DIR     where cargo builds (default target/)
 #   PHP_CONFIG, PHP      the PHP to build against and run (default: php-config and php on PATH)
-#   GANESHA_SHM_CARGO_TEST=0   skips `cargo test`, for a second PHPUnit run over the same build
+#   GANESHA_SHM_CARGO_TEST=0   skips `cargo test` and the fleet's simulation, for a second PHPUnit
+#                        run over the same build; GANESHA_SHM_FLEET_SIM=0 skips the simulation alone
 #   GANESHA_SHM_ZTS_PHP  the thread-safe PHP of tests/zts.sh (default /var/cache/ganesha-shm-ci/zts/current):
 #                        when it is there, the extension is also built against it, into
 #                        $CARGO_TARGET_DIR/zts, for the zts suite (GANESHA_SHM_ZTS_EXT); when it is
@@ -24,6 +25,12 @@ target_dir=${CARGO_TARGET_DIR:-$PWD/target}
 
 cargo build --release
 [ "${GANESHA_SHM_CARGO_TEST:-1}" = 0 ] || cargo test --release --workspace --exclude ganesha-shm-fleet-sim
+# The fleet's simulation (tests/fleet-sim.sh, docs/development.md): the first 81 histories with
+# every fault but clock steps, and the seeds that found a defect, with every fault.
+if [ "${GANESHA_SHM_CARGO_TEST:-1}" != 0 ] && [ "${GANESHA_SHM_FLEET_SIM:-1}" != 0 ]; then
+    bash tests/fleet-sim.sh --steady-clocks --seeds 81
+    bash tests/fleet-sim.sh --seed 1,3,5,9,11,17,19,25
+fi
 
 export GANESHA_SHM_EXT="$target_dir/release/libganesha_shm.so"
 zts_php=${GANESHA_SHM_ZTS_PHP:-/var/cache/ganesha-shm-ci/zts/current}

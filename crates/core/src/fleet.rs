@@ -21,7 +21,10 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::store::FleetWindow;
+use crate::defense::{self, Defense};
+use crate::reset_log::NotedReset;
+use crate::segment::Segment;
+use crate::store::{FleetWindow, Store};
 use crate::window::MAX_BUCKETS;
 
 /// How far apart the clocks of a fleet's hosts (and Redis's) may be, in seconds: data stamped
@@ -153,6 +156,23 @@ pub fn read_clock(word: &AtomicU64) -> Option<i64> {
     (value != 0 && ahead.unsigned_abs() <= 366 * 86_400_000).then_some(ahead)
 }
 
+/// Notes a reset made on this host at `now_ms` (unix milliseconds, its clock) in the segment's
+/// reset log (`ResetLog`), for the sidecar to share with the fleet: of the service whose key stem
+/// is `key`, or with `every` of every service whose stem starts with it. It is dated on Redis's
+/// clock by the figure the sidecar keeps in the segment (`Segment::fleet_clock`), when it has
+/// measured one: a step of this host's clock after it (before the sidecar reads the log) does not
+/// move it. `false` when the key is longer than the log holds; `true` without fleet mode, which
+/// has no log.
+pub fn note_reset(store: &Store<'_>, segment: &Segment, key: &[u8], every: bool, now_ms: u64) -> bool {
+    let Some(log) = store.reset_log() else { return true };
+    let figure = read_clock(segment.fleet_clock()).filter(|_| !defense::is_off(Defense::ResetClock));
+    let (time_ms, on_redis_clock) = match figure {
+        Some(ahead_ms) => (now_ms.saturating_add_signed(-ahead_ms), true),
+        None => (now_ms, false),
+    };
+    log.note(&NotedReset { time_ms, on_redis_clock, key: key.to_vec(), every })
+}
+
 /// Keeps `ahead_ms` in the clock word (the sidecar alone does).
 pub fn write_clock(word: &AtomicU64, ahead_ms: i64) {
     // Relaxed: see `read_clock`.
@@ -270,6 +290,30 @@ pub fn valid_name(name: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_reset_is_noted_on_redis_clock_once_the_sidecar_measured_this_hosts() {
+        use crate::segment::Settings;
+        use crate::store::Layout;
+        let settings = Settings { max_services: 4, max_key_length: 64, max_buckets: 60, fleet: true };
+        let segment = Segment::create_anonymous(Layout::regions(settings)).unwrap();
+        let store = Store::new(&segment);
+        // Before the sidecar measured the clock: on this host's, for the sidecar to convert.
+        assert!(note_reset(&store, &segment, b"ganesha_a", false, 1_800_000_050_000));
+        // This host's clock 20 s ahead of Redis's: the reset is dated on Redis's, so that a step of
+        // this clock before the sidecar reads the log does not move it.
+        write_clock(segment.fleet_clock(), 20_000);
+        assert!(note_reset(&store, &segment, b"ganesha_", true, 1_800_000_050_000));
+        assert!(!note_reset(&store, &segment, &[b'k'; 65], false, 1), "a key longer than the log holds");
+        let noted = store.reset_log().unwrap().read();
+        assert_eq!(
+            noted,
+            vec![
+                NotedReset { time_ms: 1_800_000_050_000, on_redis_clock: false, key: b"ganesha_a".to_vec(), every: false },
+                NotedReset { time_ms: 1_800_000_030_000, on_redis_clock: true, key: b"ganesha_".to_vec(), every: true },
+            ]
+        );
+    }
 
     #[test]
     fn a_sync_is_fresh_for_two_intervals() {

@@ -1371,12 +1371,12 @@ mod tests {
         // resetService("svc"): the fleet's events of it from before the reset are not read
         // until the sidecar shared the reset and wrote the fleet's counts again.
         let log = store.reset_log().unwrap();
-        assert!(log.note(&NotedReset { time_ms: now * 1000, key: b"svc".to_vec(), every: false }));
+        assert!(log.note(&NotedReset { time_ms: now * 1000, on_redis_clock: false, key: b"svc".to_vec(), every: false }));
         assert_eq!(store.load_with_fleet(b"svc_failure", &window, now).unwrap(), (0, 0));
         assert_eq!(store.load_with_fleet(b"other_failure", &window, now).unwrap(), (0, 5), "another service");
         // reset(): every service under the prefix, those counted here too (the sidecar may
         // write the ring again before it shares the reset).
-        assert!(log.note(&NotedReset { time_ms: now * 1000, key: b"m".to_vec(), every: true }));
+        assert!(log.note(&NotedReset { time_ms: now * 1000, on_redis_clock: false, key: b"m".to_vec(), every: true }));
         assert_eq!(store.load_with_fleet(b"mine_failure", &window, now).unwrap(), (1, 0));
 
         // The sidecar's sync that shared them: what it writes counts again.

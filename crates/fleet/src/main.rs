@@ -213,7 +213,7 @@ fn run(config: Config) -> ExitCode {
             }
         }
         let cpu = cpu_time();
-        match syncer.sync(link.as_mut().expect("connected above"), segment, &store, unix_time_ms()) {
+        match syncer.sync(link.as_mut().expect("connected above"), segment, &store, unix_time_ms(), monotonic_ms()) {
             Ok(report) if report.renewed.is_some() => {
                 // A copy found, and an id of its own taken: the next sync, at once, under it.
                 events.report(&config, &report);

@@ -19,8 +19,8 @@ use crate::packed::{self, Rows, Value, Writer};
 pub struct Request {
     /// This host's id (`fleet::host_id_text`).
     pub host: String,
-    /// Above every earlier call of this host (its segment keeps it); 0 for a probe, which every
-    /// shard refuses as stale, with what it holds of the host.
+    /// Above every earlier call of this host (its segment keeps it): a shard refuses as stale a
+    /// call whose sequence is not above the last it applied of the host.
     pub sequence: u64,
     /// The shard's birth this host holds: "" when it holds that there is no hash.
     pub born: String,
@@ -197,8 +197,7 @@ pub struct Reply {
     /// holds (every one, with `full`): the bucket, and its rows packed.
     pub sums: Vec<(Bucket, Vec<u8>)>,
     /// This host's counts as Redis holds them, where they are not what it sent (and, with `full`,
-    /// of the buckets it did not send; when stale, of every bucket): the bucket, and its rows
-    /// packed.
+    /// of the buckets it did not send): the bucket, and its rows packed.
     pub own: Vec<(Bucket, Vec<u8>)>,
     pub figures: Figures,
     /// The newest sums of each bucket duration this host did not read nor was told of.

@@ -110,7 +110,7 @@
 -- The reply: a packed map (the sidecar's `protocol::Reply`; packed, since Redis would drop the
 --   string keys of a table it made a reply of; cmsgpack packs an empty table as an empty array):
 --   status: "ok"; "stale" (the host's last sequence is not below this one: another segment runs
---     under its id; own then holds every bucket's counts of the host); "reborn" (the hash
+--     under its id, or the call came late or twice); "reborn" (the hash
 --     is not the one the host holds: the host publishes all it holds, with full); "regressed"
 --     (the hash is older than the host read it, or lacks what it applied of the host: the host
 --     publishes all it holds, with full and renew);
@@ -530,24 +530,7 @@ if born and head[5] then
   host_newest = d and { d, t } or nil
 end
 if stored_sequence >= sequence then
-  -- With what Redis holds of this host in every bucket: a segment that finds another one runs
-  -- under its id (a copy, or an older copy of itself restored) knows so what the fleet has of it.
-  local index, fields, own = numbers_of(head[3], 3) or {}, {}, {}
-  for i = 1, math.min(#index, 3 * MAX_BUCKETS), 3 do
-    fields[#fields + 1] = index[i] .. ':' .. index[i + 1]
-  end
-  for first = 1, #fields, 1000 do
-    local names = {}
-    for i = first, math.min(first + 999, #fields) do
-      names[#names + 1] = 'o:' .. host .. ':' .. fields[i]
-    end
-    for i, value in ipairs(redis.call('HMGET', key, unpack(names))) do
-      if value and #value <= MAX_BLOB then
-        own[fields[first + i - 1]] = value
-      end
-    end
-  end
-  return reply('stale', born, version, stored_sequence, {}, own)
+  return reply('stale', born, version, stored_sequence)
 end
 local created = not born
 if created then

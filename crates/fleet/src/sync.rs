@@ -181,6 +181,8 @@ struct Shard {
     recount: BTreeSet<Bucket>,
     /// Whether a call of this connection has checked the ACL rights.
     checked: bool,
+    /// Whether a call of this sidecar had a reply: it read what the shard holds.
+    replied: bool,
     /// The version of the shard's resets this host holds (`None`: none).
     resets_known: Option<i64>,
 }
@@ -259,10 +261,11 @@ pub struct Syncer {
     /// last failure and, when this host holds the trial, until when (unix milliseconds, Redis's
     /// clock).
     trials_read: Vec<(Vec<u8>, u64, Option<u64>)>,
-    /// By service, the bucket after the current one when its fleet rings were last written: a
-    /// ring whose range only moved on, with no sum in the buckets it moved to, holds what it
-    /// should already.
-    rings_written: HashMap<Vec<u8>, u64>,
+    /// By service, the bucket after the current one when its fleet rings were last written, and
+    /// what this host's segment held then under an old id of it (see `inherited`): a ring whose
+    /// range only moved on, with no sum in the buckets it moved to, nor a change of what is left
+    /// out of them, holds what it should already.
+    rings_written: HashMap<Vec<u8>, (u64, u64)>,
     /// Redis's time at the last sync (seconds), and how far this host's clock is ahead of it.
     redis_time: u64,
     clock_ahead_s: i64,
@@ -278,18 +281,15 @@ pub struct Syncer {
     /// it was made), and this host's counts of the buckets that began before (see `Observed`).
     since_ms: u64,
     inherited: HashMap<Bucket, Counts>,
-    /// Since this sidecar renewed the id: by bucket (Redis's clock), what the fleet has of this
-    /// segment's counts under the old id (the least of what the segment held then, and what Redis
-    /// held of the old id). Without it (the sidecar restarted since), every bucket that began
-    /// before the renewal is taken as the old id's whole.
+    /// Since this sidecar renewed the id: by bucket (Redis's clock), this segment's counts when it
+    /// did, which are the old id's to publish (see `renew`). Without it (the sidecar restarted
+    /// since), every bucket that began before the renewal is taken as the old id's whole.
     baseline: Option<HashMap<Bucket, Counts>>,
-    /// What Redis held of this host's id in each bucket, as the calls refused as late said.
-    old_own: HashMap<Bucket, Counts>,
     /// The file the segment is in now, when the segment records another (`Segment::fleet_file`):
-    /// a copy, whose first round asks what Redis holds of its id, and renews it.
+    /// a copy, which takes an id of its own before it publishes anything.
     copied_into: Option<(u64, u64)>,
     /// The resets of the segment's reset log (`ResetLog`) taken into `pending_resets` already: by
-    /// key and kind, the latest time (unix milliseconds, this host's clock). A sidecar that starts
+    /// key and kind, the latest time (unix milliseconds, Redis's clock). A sidecar that starts
     /// takes every one again: sharing a reset twice is the same cut.
     resets_noted: HashMap<(Vec<u8>, bool), u64>,
     /// How long after its start this host reads a bucket of each duration, as the last sync said
@@ -302,11 +302,16 @@ pub struct Syncer {
     /// Redis's time before it stamps anything (the clock may have stepped while it was down).
     clock_checked: bool,
     /// Each bucket of this host's segment (its own clock) by the start it is published under
-    /// (Redis's clock): a bucket keeps the stamp it was first published under when the clock
-    /// figure moves, so that no count is published under two stamps.
-    stamps: HashMap<Bucket, u64>,
+    /// (Redis's clock), and the figure it was stamped by: a bucket keeps the stamp it was first
+    /// published under when the clock figure moves, so that no count is published under two
+    /// stamps, and a reset judges it by when it began on Redis's clock.
+    stamps: HashMap<Bucket, Stamp>,
     /// The time of the sync under way: unix milliseconds, this host's clock.
     now_ms: u64,
+    /// How far this host's clock is ahead of its monotonic clock, in this sync, and when the
+    /// figure was last measured: a step of the clock shows as a change.
+    now_offset: i64,
+    offset_measured: Option<i64>,
 }
 
 impl Syncer {
@@ -330,15 +335,31 @@ impl Syncer {
             clock_checked: false,
             stamps: HashMap::new(),
             now_ms: 0,
+            now_offset: 0,
+            offset_measured: None,
             readers: BTreeMap::new(),
             named: false,
             resets_noted: HashMap::new(),
             since_ms: 0,
             inherited: HashMap::new(),
             baseline: None,
-            old_own: HashMap::new(),
             copied_into: None,
         }
+    }
+
+    /// What this sidecar holds of `service`, for a diagnosis: by bucket (Redis's clock), the
+    /// fleet's sums as last read and this host's counts as it published them.
+    pub fn known_counts(&self, service: &[u8]) -> Vec<(Bucket, [u64; 3], [u64; 3])> {
+        let Some(shard) = self.shards.get(&fleet::shard_of(service)) else { return Vec::new() };
+        shard
+            .buckets
+            .iter()
+            .map(|(bucket, state)| {
+                let of = |counts: &Counts| counts.get(service).copied().unwrap_or_default();
+                (*bucket, of(&state.sums), of(&state.own))
+            })
+            .filter(|(_, sums, own)| *sums != [0; 3] || *own != [0; 3])
+            .collect()
     }
 
     /// The segment attached, with its host id: a new segment is another host, which starts
@@ -368,11 +389,11 @@ impl Syncer {
         self.durations_read.clear();
         self.clock = None;
         self.clock_checked = false;
+        self.offset_measured = None;
         self.stamps.clear();
         self.named = false;
         self.resets_noted.clear();
         self.baseline = None;
-        self.old_own.clear();
     }
 
     /// A new connection: what Redis holds is checked again at the next call of each shard (the
@@ -429,10 +450,10 @@ impl Syncer {
                 let duration = own.window.bucket_duration;
                 let counted = Bucket { duration, start };
                 // Published under the stamp it was first published under, else on Redis's clock.
-                let stamp = self.stamps.get(&counted).copied().unwrap_or_else(|| {
-                    start.saturating_add_signed(-fleet::bucket_shift(ahead, duration)) / duration * duration
-                });
+                let stamp =
+                    self.stamps.get(&counted).copied().unwrap_or_else(|| Stamp { start: stamp_of(counted, ahead), figure: ahead });
                 stamps.insert(counted, stamp);
+                let stamp = stamp.start;
                 let bucket = Bucket { duration, start: stamp };
                 // What the fleet has under this segment's old id, if it had one: not published
                 // again, nor read as another host's.
@@ -450,9 +471,19 @@ impl Syncer {
                 counts[usize::from(counter)] = (counts[usize::from(counter)] + count - inherited).min(MAX_COUNT);
             }
         }
+        // A bucket the window does not read now keeps its stamp while a step of the clock within
+        // the bound may bring it back into the window (a step back puts the buckets counted since
+        // in the future, a step forward the ones before out of the window): published again, it
+        // would be under its own stamp, not counted twice. Bounded by the windows and the bound.
+        for (counted, stamp) in &self.stamps {
+            let reach = counted.duration.saturating_mul(LONGEST_READ).saturating_add(2 * CLOCK_BOUND_S);
+            if counted.start.abs_diff(now) <= reach {
+                stamps.entry(*counted).or_insert(*stamp);
+            }
+        }
         // Kept for the buckets the segment still holds, no longer: bounded by the windows.
         if let Some(baseline) = &mut self.baseline {
-            let held: HashSet<u64> = stamps.values().copied().collect();
+            let held: HashSet<u64> = stamps.values().map(|stamp| stamp.start).collect();
             baseline.retain(|bucket, _| held.contains(&bucket.start));
         }
         self.stamps = stamps;
@@ -488,9 +519,17 @@ impl Syncer {
     }
 
     /// One sync of `segment` (over `store`) at unix time `now_ms` (milliseconds, this host's
-    /// clock).
-    pub fn sync(&mut self, link: &mut impl Link, segment: &Segment, store: &Store<'_>, now_ms: u64) -> redis::RedisResult<Report> {
+    /// clock), `monotonic_ms` on this host's monotonic clock (`fleet::monotonic_ms`).
+    pub fn sync(
+        &mut self,
+        link: &mut impl Link,
+        segment: &Segment,
+        store: &Store<'_>,
+        now_ms: u64,
+        monotonic_ms: u64,
+    ) -> redis::RedisResult<Report> {
         self.now_ms = now_ms;
+        self.now_offset = now_ms as i64 - monotonic_ms as i64;
         let now = now_ms / 1000;
         // The sidecar's sequence, and how far this host's clock is ahead of Redis's, kept by the
         // segment; the window the adapters noted.
@@ -498,7 +537,6 @@ impl Syncer {
         let noted = fleet::noted_window(segment.fleet_window_noted());
         // Relaxed: a word the sidecar alone writes.
         self.since_ms = segment.fleet_since().load(Ordering::Relaxed);
-        self.old_own.clear();
         let mut report = Report { complete: true, ..Report::default() };
         let mut round_trips = 0;
         if !self.clock_checked {
@@ -506,14 +544,35 @@ impl Syncer {
             let time = redis_time_ms(&link.time()?).ok_or_else(|| unexpected("TIME's reply is not a time"))?;
             round_trips += 1;
             self.clock = self.clock.or(fleet::read_clock(clock));
+            // The buckets the segment holds may have been published before this sidecar attached,
+            // under the figure the segment keeps: they keep the stamps they have under it, though
+            // the clock moved since (a count published under two stamps would count twice).
+            if let (Some(figure), true) = (self.clock, self.stamps.is_empty()) {
+                for own in store.own_buckets(now) {
+                    for &(start, _) in &own.buckets {
+                        let counted = Bucket { duration: own.window.bucket_duration, start };
+                        self.stamps.insert(counted, Stamp { start: stamp_of(counted, figure), figure });
+                    }
+                }
+            }
             self.measured(now_ms as i64 - time as i64, clock);
             self.clock_checked = true;
+        }
+        // The clock stepped since the figure was measured (its time moved against the monotonic
+        // one): the figure moves by the step before anything is stamped, since Redis, whose reply
+        // would tell, may not answer this sync (a bucket keeps the stamp it is first published
+        // under).
+        if let Some(measured) = self.offset_measured {
+            let step = self.now_offset - measured;
+            if step.abs() > CLOCK_MOVED_MS {
+                self.measured(self.clock_ahead_ms + step, clock);
+            }
         }
         let mut observed = self.observe(store, now);
         self.inherited = std::mem::take(&mut observed.inherited);
         // The resets noted so far, which this sync shares before it writes the fleet's counts.
         let tickets = store.reset_log().map_or(0, |log| log.tickets());
-        self.take_noted_resets(store, &observed);
+        let resets_waiting = self.take_noted_resets(store, &observed);
         report.round_trips = round_trips;
         report.rejected = observed.unshared;
         report.services = observed.windows.len();
@@ -543,29 +602,24 @@ impl Syncer {
         todo.extend(self.trials_asked.keys().map(|service| fleet::shard_of(service)));
         let mut calls: HashMap<u32, u8> = HashMap::new();
         let mut marked = false;
-        // Whether this round asks every shard what Redis holds of this host's id, before the host
-        // takes one of its own: another segment runs under it (see `renew`).
-        let mut probing = self.copied_into.is_some();
-        if probing {
-            todo.extend(0..fleet::SHARDS);
+        // A copy of the segment (in another file than it records) takes an id of its own before it
+        // publishes anything (see `renew`).
+        if self.copied_into.is_some() {
+            self.renew(segment, &observed, &mut report);
+            return Ok(report);
         }
         // At least once: this host's marks go even when it counts nothing.
         while !todo.is_empty() || !marked {
             // The shards this host knows go in one pipeline, with its marks; a shard it publishes
             // whole goes in a round trip of its own, so that when every host republishes at once
-            // (Redis restarted empty) no reply waits behind more than one call of each. A probe
-            // asks every shard in one.
-            let (whole, known): (Vec<u32>, Vec<u32>) = if probing {
-                (Vec::new(), todo.iter().copied().collect())
-            } else {
-                todo.iter().partition(|shard| self.shards.get(shard).is_none_or(Shard::whole))
-            };
+            // (Redis restarted empty) no reply waits behind more than one call of each.
+            let (whole, known): (Vec<u32>, Vec<u32>) =
+                todo.iter().partition(|shard| self.shards.get(shard).is_none_or(Shard::whole));
             let mut again = BTreeSet::new();
             // One sequence for every call of a round (each shard is called once in it): a
             // segment whose sequence is behind what Redis applied of its id in any shard it wrote
-            // since (a copy of it, or an older copy restored) is found at its first round. A probe
-            // sends 0, which every shard refuses, with what it holds of the id.
-            let number = if probing { 0 } else { next_sequence(sequence) };
+            // since (a copy of it, or an older copy restored) is found at its first round.
+            let number = next_sequence(sequence);
             for batch in std::iter::once(known).chain(whole.into_iter().map(|shard| vec![shard])) {
                 if batch.is_empty() && marked {
                     continue;
@@ -600,17 +654,11 @@ impl Syncer {
                         Outcome::Reborn => report.complete = false,
                     }
                 }
-                if probing {
-                    self.renew(segment, &observed, &mut report);
-                    return Ok(report);
-                }
                 if stale {
                     // Redis applied a call of this id with a later sequence than this segment
-                    // made: another segment runs under its id. Every shard is asked what Redis
-                    // holds of it, in a round of its own.
-                    probing = true;
-                    again = (0..fleet::SHARDS).collect();
-                    break;
+                    // made: another segment runs under its id.
+                    self.renew(segment, &observed, &mut report);
+                    return Ok(report);
                 }
             }
             todo = again;
@@ -623,7 +671,7 @@ impl Syncer {
         if let Some(window) = fleet_only_window {
             self.write_fleet_only(store, &observed, window, now, &mut report);
         }
-        if report.complete {
+        if report.complete && !resets_waiting {
             // Release: a load that reads this sees the counts written above, which reflect
             // every reset noted before `tickets` (each shared by a call that succeeded).
             segment.fleet_resets_taken().store(tickets, Ordering::Release);
@@ -634,18 +682,22 @@ impl Syncer {
     /// Another segment runs under this host's id (a copy of this segment file, or this file
     /// restored from an older copy of it: Redis applied a call of the id with a later sequence
     /// than this segment made, or the segment is in another file than it was made in). This one
-    /// takes an id of its own. What it counted before now, the fleet has under the old id: as
-    /// much as both the segment holds and Redis holds of the old id (`old_own`, which a probe
-    /// read), which it neither publishes again nor reads as another host's (see `Observed`).
+    /// takes an id of its own. What it counted before now is the old id's: the segment it was
+    /// copied from holds it too, and publishes it, or published it before the copy was restored;
+    /// this one neither publishes it again nor reads it as another host's (see `Observed`), so
+    /// that no event is counted twice (should Redis lose the old id's counts, those that no
+    /// segment under the old id holds any more are lost with them).
     fn renew(&mut self, segment: &Segment, observed: &Observed, report: &mut Report) {
         let old = self.host_id;
+        // All it holds: what it publishes, and what it holds from before an earlier renewal of
+        // its own (a copy of a copy), which is another old id's.
         let mut baseline: HashMap<Bucket, Counts> = HashMap::new();
-        for (bucket, counts) in observed.counts.values().flatten() {
+        let held = observed.counts.values().flatten().chain(self.inherited.iter());
+        for (bucket, counts) in held {
             for (service, seen) in counts {
-                let held = self.old_own.get(bucket).and_then(|held| held.get(service)).copied().unwrap_or_default();
-                let base: [u64; 3] = std::array::from_fn(|c| seen[c].min(held[c]));
-                if base != [0; 3] {
-                    baseline.entry(*bucket).or_default().insert(service.clone(), base);
+                let base = baseline.entry(*bucket).or_default().entry(service.clone()).or_default();
+                for (base, seen) in base.iter_mut().zip(seen) {
+                    *base = (*base + seen).min(MAX_COUNT);
                 }
             }
         }
@@ -653,7 +705,11 @@ impl Syncer {
         if let Some(file) = self.copied_into.take() {
             segment.note_fleet_file(file);
         }
+        // The same segment under another id: its buckets keep their stamps, which the baseline
+        // names them by, and its clock's figure.
+        let (stamps, clock) = (std::mem::take(&mut self.stamps), self.clock);
         self.attached(renewed);
+        (self.stamps, self.clock, self.clock_checked) = (stamps, clock, true);
         self.baseline = Some(baseline);
         report.renewed = Some((old, renewed));
         report.complete = false;
@@ -663,40 +719,63 @@ impl Syncer {
     /// the log on Redis's clock: a reset of one service, whether or not this host counts it (it may
     /// see it only through the fleet), or of every service whose key starts with a prefix
     /// (`reset()`), which this host knows of (its own, and those it read sums of).
-    fn take_noted_resets(&mut self, store: &Store<'_>, observed: &Observed) {
-        let Some(log) = store.reset_log().filter(|_| !defense::is_off(Defense::ResetLog)) else { return };
+    ///
+    /// A reset of every service reaches the services this sidecar knows of; until it has called
+    /// every shard (it knows the fleet's services only then: a sidecar that just started knows
+    /// none), it is taken again at the next sync: whether one is.
+    fn take_noted_resets(&mut self, store: &Store<'_>, observed: &Observed) -> bool {
+        let Some(log) = store.reset_log().filter(|_| !defense::is_off(Defense::ResetLog)) else { return false };
+        let knows_fleet = (0..fleet::SHARDS).all(|shard| self.shards.get(&shard).is_some_and(|state| state.replied));
+        let mut waiting = false;
+        // By key and kind, the latest, on Redis's clock: as the log dates it, or, for a reset
+        // noted before this host's clock was measured, by the figure measured since.
+        let ahead_ms = if defense::is_off(Defense::ResetClock) { 0 } else { self.clock_ahead_ms };
         let mut noted: HashMap<(Vec<u8>, bool), u64> = HashMap::new();
         for reset in log.read() {
+            let at = match reset.on_redis_clock {
+                true => reset.time_ms,
+                false => u64::try_from(reset.time_ms as i64 - ahead_ms).unwrap_or(0),
+            };
             let latest = noted.entry((reset.key, reset.every)).or_default();
-            *latest = reset.time_ms.max(*latest);
+            *latest = at.max(*latest);
         }
         let mut made: Vec<(Vec<u8>, u64)> = Vec::new();
-        for ((key, every), &time_ms) in &noted {
-            if self.resets_noted.get(&(key.clone(), *every)).is_some_and(|&taken| taken >= time_ms) {
+        for ((key, every), &at) in &noted {
+            if self.resets_noted.get(&(key.clone(), *every)).is_some_and(|&taken| taken >= at) {
                 continue;
             }
-            let ahead_ms = if defense::is_off(Defense::ResetClock) { 0 } else { self.clock_ahead_ms };
-            let at = u64::try_from(time_ms as i64 - ahead_ms).unwrap_or(0);
             if !every {
                 made.push((key.clone(), at));
                 continue;
             }
+            // Expanded again at the next sync, while this sidecar does not know the fleet yet.
+            waiting |= !knows_fleet;
             let counted = observed.windows.keys();
             let read = self.shards.values().flat_map(|shard| shard.buckets.values().flat_map(|bucket| bucket.sums.keys()));
             let services: BTreeSet<&Vec<u8>> = counted.chain(read).filter(|service| service.len() > key.len() && service.starts_with(key)).collect();
             made.extend(services.into_iter().map(|service| (service.clone(), at)));
         }
         for (service, at) in made {
-            // The log's time, rather than the one a counter's reset is dated by otherwise.
-            self.pending_resets.entry(service).or_default().1 = Some(at);
+            // The log's time, rather than the one a counter's reset is dated by otherwise: the
+            // latest, since a reset of every service is taken again while this sidecar does not
+            // know the fleet, after later resets of one.
+            let time = &mut self.pending_resets.entry(service).or_default().1;
+            *time = Some(time.map_or(at, |earlier| earlier.max(at)));
+        }
+        if waiting {
+            // Taken again at the next sync.
+            noted.retain(|(_, every), _| !every);
+            noted.extend(self.resets_noted.iter().filter(|((_, every), _)| *every).map(|(k, &v)| (k.clone(), v)));
         }
         self.resets_noted = noted;
+        waiting
     }
 
     /// Takes a measure of how far this host's clock is ahead of Redis's: the figure buckets are
     /// stamped by moves, and is kept in the segment, only when the clock moved by more than
     /// [`CLOCK_MOVED_MS`] from it (a reply's time is late by its round trip).
     fn measured(&mut self, ahead_ms: i64, word: &AtomicU64) {
+        self.offset_measured = Some(self.now_offset);
         self.clock_ahead_ms = ahead_ms;
         self.clock_ahead_s = ahead_ms.div_euclid(1000);
         if self.clock.is_none_or(|figure| (figure - ahead_ms).abs() > CLOCK_MOVED_MS) {
@@ -973,6 +1052,7 @@ impl Syncer {
         report.clock_ahead_s = self.clock_ahead_s;
         let state = self.shards.entry(shard).or_default();
         state.checked = true;
+        state.replied = true;
         let key = fleet::shard_key(&self.config.fleet, shard);
         match &reply.status {
             Status::Ok => {}
@@ -1000,10 +1080,6 @@ impl Syncer {
             }
             Status::Stale => {
                 report.stale += 1;
-                for (bucket, blob) in &reply.own {
-                    let Some((rows, _)) = packed::unpack_rows(blob, MAX_COUNT) else { continue };
-                    self.old_own.entry(*bucket).or_default().extend(rows);
-                }
                 // Relaxed: the sidecar alone writes the word, from this thread.
                 sequence.fetch_max(reply.sequence.min(MAX_SEQUENCE), Ordering::Relaxed);
                 return Ok(Outcome::Stale);
@@ -1174,10 +1250,19 @@ impl Syncer {
         newer
     }
 
-    /// The second on this host's clock of a reset at `at` (milliseconds) on Redis's: the
-    /// buckets of its segment that start at or before it are taken.
+    /// The second on this host's clock up to which a reset at `at` (milliseconds, Redis's clock)
+    /// takes from its segment (the buckets that start at or before it, and the times saved by
+    /// then): the reset's time on this clock as it is, or, when the clock stepped back since, the
+    /// start of the latest bucket that began before the reset by the figure it was stamped by.
     fn reset_through(&self, at: u64) -> u64 {
-        u64::try_from((at as i64 + self.clock_ahead_ms).div_euclid(1000)).unwrap_or(0)
+        let on_this_clock = u64::try_from((at as i64 + self.clock_ahead_ms).div_euclid(1000)).unwrap_or(0);
+        // A bucket counted before the clock stepped back, in its future now, takes with it the
+        // buckets counted since that start before it (their events may be after the reset): a
+        // reset's bucket is taken whole, and here a few more.
+        let began_before =
+            |counted: &Bucket, stamp: &Stamp| (counted.start as i64).saturating_mul(1000) - stamp.figure < at as i64;
+        let stamped = self.stamps.iter().filter(|(counted, stamp)| began_before(counted, stamp)).map(|(counted, _)| counted.start);
+        stamped.max().map_or(on_this_clock, |start| start.max(on_this_clock))
     }
 
     /// Takes from the segment what this host counted before each reset of another host read in
@@ -1186,6 +1271,20 @@ impl Syncer {
     fn take_resets(&mut self, store: &Store<'_>, readers: &BTreeMap<u64, u64>, now: u64, report: &mut Report) {
         for (service, at) in std::mem::take(&mut self.resets_read) {
             let through = self.reset_through(at);
+            // What the segment held of the service in the buckets the reset takes from it (those
+            // that start at or before `through`, as `Store::clear_through` takes them) is no
+            // longer left out of the sums as the old id's, from this sync's rings on.
+            let cleared: HashSet<Bucket> = self
+                .stamps
+                .iter()
+                .filter(|(counted, _)| counted.start <= through)
+                .map(|(counted, stamp)| Bucket { start: stamp.start, ..*counted })
+                .collect();
+            for held in self.baseline.iter_mut().chain([&mut self.inherited]) {
+                for (_, counts) in held.iter_mut().filter(|(bucket, _)| cleared.contains(*bucket)) {
+                    counts.remove(&service);
+                }
+            }
             let [last_failure, status] = &self.config.state_suffixes;
             let counters = self.config.suffixes.iter().chain([last_failure]);
             let keys = counters.map(|suffix| (TableKind::Counters, suffix)).chain([(TableKind::Statuses, status)]);
@@ -1243,7 +1342,15 @@ impl Syncer {
             // The ring's buckets are this host's; the sums', Redis's.
             let sum_of =
                 |bucket: Bucket, counter: usize| self.others_counted(service, reset, self.on_redis(bucket), counter);
-            let unchanged = self.rings_written.get(service).is_some_and(|&written| {
+            // What is left out of the service's sums as this segment's under an old id.
+            let inherited: u64 = self
+                .inherited
+                .values()
+                .filter_map(|counts| counts.get(service))
+                .flat_map(|counts| counts.iter())
+                .sum();
+            let unchanged = self.rings_written.get(service).is_some_and(|&(written, left_out)| {
+                    left_out == inherited &&
                     // The range moved on (not back, nor past the whole ring: a clock that
                     // stepped), and the buckets it moved to hold no sum: they read as 0 as they
                     // are.
@@ -1255,7 +1362,7 @@ impl Syncer {
                             (0..3).all(|counter| sum_of(bucket, counter) == 0)
                         })
                 });
-            marks.push((service.clone(), next));
+            marks.push((service.clone(), (next, inherited)));
             if unchanged {
                 continue;
             }
@@ -1373,6 +1480,21 @@ fn hidden_by_reset(reset: Option<u64>, bucket: Bucket) -> bool {
         let end_ms = (bucket.start + bucket.duration).saturating_mul(1000);
         end_ms.saturating_add(fleet::stamp_error_ms(bucket.duration)) <= at_ms
     })
+}
+
+/// The start on Redis's clock a bucket of this host's segment is published under, and the figure
+/// (how far its clock was ahead of Redis's, ms) it was stamped by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Stamp {
+    start: u64,
+    figure: i64,
+}
+
+/// The start on Redis's clock that a bucket this host counted (`counted`, on its own clock) is
+/// published under when its clock is `ahead_ms` ahead of Redis's: less the figure in whole buckets.
+fn stamp_of(counted: Bucket, ahead_ms: i64) -> u64 {
+    let duration = counted.duration;
+    counted.start.saturating_add_signed(-fleet::bucket_shift(ahead_ms, duration)) / duration * duration
 }
 
 /// Redis's time in a reply of `TIME`, in unix milliseconds.

@@ -6,8 +6,8 @@
 //! invariants against what it knows was counted (`truth`). A seed is a history: replayed, it plays
 //! the same steps to the same verdict. `tests/fleet-sim.sh` starts the redis-servers and runs it.
 //!
-//! Usage: fleet-sim --redis PORT[,PORT…] --seeds N [--first S] [--seed S] [--hosts H]
-//!        [--steps N] [--mutate NAME] [--mutations] [--verbose]
+//! Usage: fleet-sim --redis PORT[,PORT…] (--seeds N [--first S] | --seed S[,S…]) [--hosts H]
+//!        [--steps N] [--steady-clocks] [--mutate NAME] [--mutations] [--verbose]
 
 mod link;
 mod mutation;
@@ -24,7 +24,10 @@ use crate::world::{Outcome, Plan};
 struct Args {
     ports: Vec<u16>,
     first: u64,
-    seeds: u64,
+    count: u64,
+    /// The seeds given one by one (`--seed`), else `count` from `first`.
+    listed: Vec<u64>,
+    steady_clocks: bool,
     hosts: Option<usize>,
     steps: usize,
     mutate: Option<String>,
@@ -32,7 +35,17 @@ struct Args {
 }
 
 fn parse() -> Result<Option<Args>, String> {
-    let mut args = Args { ports: Vec::new(), first: 1, seeds: 1, hosts: None, steps: 300, mutate: None, verbose: false };
+    let mut args = Args {
+        ports: Vec::new(),
+        first: 1,
+        count: 1,
+        listed: Vec::new(),
+        steady_clocks: false,
+        hosts: None,
+        steps: 300,
+        mutate: None,
+        verbose: false,
+    };
     let mut given = std::env::args().skip(1);
     while let Some(flag) = given.next() {
         let mut value = |name: &str| given.next().ok_or_else(|| format!("{name} needs a value"));
@@ -43,12 +56,13 @@ fn parse() -> Result<Option<Args>, String> {
                     .map(|port| port.parse().map_err(|_| format!("--redis: {port:?} is not a port")))
                     .collect::<Result<_, _>>()?;
             }
-            "--seeds" => args.seeds = number(&value("--seeds")?, "--seeds")?,
+            "--seeds" => args.count = number(&value("--seeds")?, "--seeds")?,
             "--first" => args.first = number(&value("--first")?, "--first")?,
             "--seed" => {
-                args.first = number(&value("--seed")?, "--seed")?;
-                args.seeds = 1;
+                args.listed =
+                    value("--seed")?.split(',').map(|seed| number(seed, "--seed")).collect::<Result<_, _>>()?;
             }
+            "--steady-clocks" => args.steady_clocks = true,
             "--hosts" => {
                 let hosts = number(&value("--hosts")?, "--hosts")? as usize;
                 if !(2..=20).contains(&hosts) {
@@ -109,20 +123,22 @@ fn main() -> ExitCode {
     }
     let started = Instant::now();
     // One worker a server: each plays every n-th seed, in its own thread, on its own server.
+    let seeds: Vec<u64> =
+        if args.listed.is_empty() { (args.first..args.first.saturating_add(args.count)).collect() } else { args.listed.clone() };
     let workers: Vec<_> = args
         .ports
         .iter()
         .enumerate()
         .map(|(worker, &port)| {
-            let (script, ports, first, seeds, hosts, steps, verbose) =
-                (script.clone(), args.ports.len() as u64, args.first, args.seeds, args.hosts, args.steps, args.verbose);
+            // Every n-th seed of the list, n the number of servers.
+            let mine: Vec<u64> = seeds.iter().skip(worker).step_by(args.ports.len()).copied().collect();
+            let (script, hosts, steps, verbose, steady) = (script.clone(), args.hosts, args.steps, args.verbose, args.steady_clocks);
             let mutated = args.mutate.clone();
             std::thread::spawn(move || -> Result<(u64, u64, u64), String> {
                 let server = Rc::new(Server::connect(port, &script)?);
                 let (mut played, mut steps_played, mut checks) = (0, 0, 0);
-                let mut seed = first + worker as u64;
-                while seed < first + seeds {
-                    let plan = Plan::of(seed, hosts, steps);
+                for seed in mine {
+                    let plan = Plan::of(seed, hosts, steps, steady);
                     match world::play(&server, &plan) {
                         Outcome::Held { steps, checks: checked, history } => {
                             if verbose {
@@ -134,14 +150,14 @@ fn main() -> ExitCode {
                         }
                         Outcome::Broke { history, invariant } => {
                             return Err(format!(
-                                "seed {seed} broke an invariant: {invariant}\nhistory of seed {seed}:\n{}\nreplay: bash tests/fleet-sim.sh --seed {seed}{}{}",
+                                "seed {seed} broke an invariant: {invariant}\nhistory of seed {seed}:\n{}\nreplay: bash tests/fleet-sim.sh --seed {seed}{}{}{}",
                                 history.join("\n"),
                                 hosts.map(|h| format!(" --hosts {h}")).unwrap_or_default(),
+                                if steady { " --steady-clocks" } else { "" },
                                 mutated.as_ref().map(|m| format!(" --mutate {m}")).unwrap_or_default(),
                             ));
                         }
                     }
-                    seed += ports;
                 }
                 Ok((played, steps_played, checks))
             })

@@ -7,9 +7,7 @@ use ganesha_shm_core::defense::{self, Defense};
 
 pub enum Switch {
     Rust(Defense),
-    /// In the script: `find` (found exactly once) replaced by `replace`. None yet: the script's
-    /// defenses (the sequence, the birth, the merge, the trial's lease) are to be listed.
-    #[allow(dead_code)]
+    /// In the script: `find` (found exactly once) replaced by `replace`.
     Script { find: &'static str, replace: &'static str },
 }
 
@@ -38,6 +36,35 @@ pub const MUTATIONS: &[Mutation] = &[
         name: "reset-log",
         defense: "the reset kept by the segment: a reset made while the sidecar was down is shared",
         switch: Switch::Rust(Defense::ResetLog),
+    },
+    Mutation {
+        name: "sequence",
+        defense: "the per-host sequence: a late, repeated or replayed call changes nothing",
+        switch: Switch::Script { find: "if stored_sequence >= sequence then", replace: "if false then" },
+    },
+    Mutation {
+        name: "birth",
+        defense: "the shard's birth: a host that holds another birth (Redis lost the shard) publishes all it holds",
+        switch: Switch::Script {
+            find: "if not full and (born or '') ~= known_born then",
+            replace: "if false and (born or '') ~= known_born then",
+        },
+    },
+    Mutation {
+        name: "counts-only-grow",
+        defense: "the merge: a host's counts are set to the larger of what it sends and what Redis holds",
+        switch: Switch::Script {
+            find: "if before > rows[j + c] and not is_reset(mask, c) then",
+            replace: "if false and not is_reset(mask, c) then",
+        },
+    },
+    Mutation {
+        name: "trial-lease",
+        defense: "the trial's lease: a host takes the trial only when nobody holds it, or the holder's lease ended",
+        switch: Switch::Script {
+            find: "(entry[2] == '' or entry[2] == host or entry[3] < now_ms)",
+            replace: "(entry[2] == '' or entry[2] == host or true)",
+        },
     },
     Mutation {
         name: "staleness",

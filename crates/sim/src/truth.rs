@@ -2,13 +2,17 @@
 //! half-open trial granted), and the invariants a host's view is judged by against it.
 //!
 //! A host's clock and the counts' stamps are known only within a few seconds, and a reset takes
-//! whole buckets (the bucket it fell in goes with it), so each event is judged in three ways for
-//! each reset of its service: cut (its bucket began before the reset by more than the slack),
-//! kept (its bucket began after it by more than the slack), or either. A view may hold at most the
-//! events counted but those its own host's resets cut (invariant i: nothing counted twice, and a
-//! reset admits requests at once where it was made); once faults stop, at most the events that
-//! may be kept by every reset (iii: a reset never undone) and at least the events surely kept
-//! that a live segment still holds (ii, and iii: an event after a reset never hidden).
+//! whole buckets (the bucket it fell in goes with it, on every host that learns of it after it
+//! counted there), so each event is judged in three ways for each reset of its service: cut (its
+//! bucket began before the reset by more than the slack), kept (its bucket began after it by more
+//! than the slack), or either. A reset that may or may not reach a service (`reset()` reaches the
+//! services its host knows of), or that may never have left its host (the host left, or its
+//! segment was restored from an older copy, before its sidecar synced), makes the events before it
+//! either. A view may hold at most the events counted but those its own host's resets cut
+//! (invariant i: nothing counted twice, and a reset admits requests at once where it was made);
+//! once faults stop, at most the events that every reset may have kept (iii: a reset never
+//! undone) and at least the events surely kept that a live segment still holds (ii, and iii: an
+//! event after a reset never hidden).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -29,12 +33,32 @@ pub enum Verdict {
 pub struct Event {
     pub service: String,
     pub counter: usize,
-    /// When the bucket it was counted in began, on the simulation's (Redis's) clock.
+    /// When it was counted, and when the bucket it was counted in began, on Redis's clock.
+    pub at_ms: i64,
     pub bucket_began_ms: i64,
-    /// How every reset made so far judges it.
-    pub verdict: Verdict,
-    /// The hosts a reset of which cut it.
-    pub cut_by: BTreeSet<usize>,
+    /// The resetters a reset of which cut it where it was made.
+    cut_here: BTreeSet<usize>,
+}
+
+/// A reset as the simulation judges it.
+pub struct Reset {
+    /// Who made it (`World`'s resetter of the host).
+    pub resetter: usize,
+    pub at_ms: i64,
+    /// The services it takes; `None`: every service, those counted since included (a
+    /// `reset()`, which the sidecar expands to the services it knows of, later ones too).
+    pub services: Option<BTreeSet<String>>,
+    /// Whether it surely takes its services (else it may).
+    pub sure: bool,
+    /// When its host's sidecar first synced whole after it (it reached Redis), if it did.
+    pub shared_at: Option<i64>,
+    pub void: bool,
+}
+
+impl Reset {
+    fn covers(&self, service: &str) -> bool {
+        self.services.as_ref().is_none_or(|services| services.contains(service))
+    }
 }
 
 /// A half-open trial granted.
@@ -49,75 +73,103 @@ pub struct Grant {
 #[derive(Default)]
 pub struct Truth {
     pub events: Vec<Event>,
+    pub resets: Vec<Reset>,
     pub grants: Vec<Grant>,
-    /// By service and counter: the events no reset cut.
-    kept: BTreeMap<(String, usize), u64>,
-    /// By host, service and counter: the events that host's resets cut (and no earlier one of it).
-    cut_by_host: BTreeMap<(usize, String, usize), u64>,
+    /// By resetter, service and counter: the events its resets cut when it made them.
+    cut_by: BTreeMap<(usize, String, usize), u64>,
     /// Every event counted, by service and counter.
     counted: BTreeMap<(String, usize), u64>,
 }
 
 impl Truth {
-    /// An event counted; its id.
-    pub fn count(&mut self, service: &str, counter: usize, bucket_began_ms: i64) -> usize {
-        *self.kept.entry((service.to_string(), counter)).or_default() += 1;
+    /// An event counted at `at_ms` (Redis's clock) in a bucket that began at `bucket_began_ms`;
+    /// its id.
+    pub fn count(&mut self, service: &str, counter: usize, at_ms: i64, bucket_began_ms: i64) -> usize {
         *self.counted.entry((service.to_string(), counter)).or_default() += 1;
-        self.events.push(Event {
-            service: service.to_string(),
-            counter,
-            bucket_began_ms,
-            verdict: Verdict::Kept,
-            cut_by: BTreeSet::new(),
-        });
+        self.events.push(Event { service: service.to_string(), counter, at_ms, bucket_began_ms, cut_here: BTreeSet::new() });
         self.events.len() - 1
     }
 
-    /// A reset of `services` at `at_ms` (Redis's clock) made on `host`: each event of them judged
-    /// again.
-    pub fn reset(&mut self, host: usize, at_ms: i64, services: &BTreeSet<String>) {
-        for event in self.events.iter_mut().filter(|event| services.contains(&event.service)) {
-            let verdict = if event.bucket_began_ms + SLACK_MS < at_ms {
-                Verdict::Cut
-            } else if event.bucket_began_ms - SLACK_MS > at_ms {
-                Verdict::Kept
-            } else {
-                Verdict::Either
-            };
-            let key = (event.service.clone(), event.counter);
-            if verdict == Verdict::Cut && event.cut_by.insert(host) {
-                *self.cut_by_host.entry((host, key.0.clone(), key.1)).or_default() += 1;
-            }
-            if verdict > event.verdict {
-                if verdict == Verdict::Cut {
-                    *self.kept.get_mut(&key).expect("counted") -= 1;
+    /// A reset made at `at_ms` (Redis's clock) by `resetter`, which surely takes `services`
+    /// (`sure`), or may.
+    pub fn reset(&mut self, resetter: usize, at_ms: i64, services: Option<BTreeSet<String>>, sure: bool) {
+        let reset = Reset { resetter, at_ms, services, sure, shared_at: None, void: false };
+        if sure {
+            // Where it was made, at once: the events it cuts leave that host's view.
+            for event in &mut self.events {
+                if reset.covers(&event.service)
+                    && judge(event, &reset) == Verdict::Cut
+                    && event.cut_here.insert(resetter)
+                {
+                    *self.cut_by.entry((resetter, event.service.clone(), event.counter)).or_default() += 1;
                 }
-                event.verdict = verdict;
             }
+        }
+        self.resets.push(reset);
+    }
+
+    /// `resetter`'s sidecar synced whole at `now_ms`: its resets reached Redis.
+    pub fn shared(&mut self, resetter: usize, now_ms: i64) {
+        for reset in self.resets.iter_mut().filter(|reset| reset.resetter == resetter) {
+            reset.shared_at.get_or_insert(now_ms);
         }
     }
 
-    /// The most host `viewer`'s view of `service`'s `counter` may hold at any time: every event
-    /// counted but those its own resets cut (a reset made elsewhere reaches it at its syncs).
-    pub fn upper_for(&self, viewer: usize, service: &str, counter: usize) -> u64 {
-        let key = (service.to_string(), counter);
-        let counted = self.counted.get(&key).copied().unwrap_or(0);
-        counted - self.cut_by_host.get(&(viewer, key.0, key.1)).copied().unwrap_or(0)
+    /// `resetter`'s resets that did not reach Redis may never: its host left, or its segment
+    /// (and the log of them) was restored from an older copy.
+    pub fn lost(&mut self, resetter: usize) {
+        for reset in self.resets.iter_mut().filter(|reset| reset.resetter == resetter && reset.shared_at.is_none()) {
+            reset.void = true;
+        }
     }
 
-    /// The most a view may hold once every reset reached every host: the events no reset cut.
-    pub fn upper(&self, service: &str, counter: usize) -> u64 {
-        self.kept.get(&(service.to_string(), counter)).copied().unwrap_or(0)
+    /// How every reset judges `event`.
+    fn verdict(&self, event: &Event) -> Verdict {
+        self.resets
+            .iter()
+            .filter(|reset| reset.covers(&event.service))
+            .map(|reset| match judge(event, reset) {
+                Verdict::Cut if !reset.sure || reset.void => Verdict::Either,
+                verdict => verdict,
+            })
+            .max()
+            .unwrap_or(Verdict::Kept)
+    }
+
+    /// The most host `resetter`'s view of `service`'s `counter` may hold at any time: every
+    /// event counted but those its own resets cut (one made elsewhere reaches it at its syncs).
+    pub fn upper_for(&self, resetter: usize, service: &str, counter: usize) -> u64 {
+        let key = (service.to_string(), counter);
+        let counted = self.counted.get(&key).copied().unwrap_or(0);
+        counted - self.cut_by.get(&(resetter, key.0, key.1)).copied().unwrap_or(0)
+    }
+
+    /// By service and counter, the most a view may hold once every reset reached every host:
+    /// the events no reset surely cut.
+    pub fn upper(&self) -> BTreeMap<(String, usize), u64> {
+        let mut upper = BTreeMap::new();
+        for event in &self.events {
+            if self.verdict(event) != Verdict::Cut {
+                *upper.entry((event.service.clone(), event.counter)).or_default() += 1;
+            }
+        }
+        upper
     }
 
     /// The least a view may hold once faults stopped: the events surely kept that one of the
-    /// live segments holds (`held`: the ids each holds).
-    pub fn lower<'a>(&self, held: impl Iterator<Item = &'a BTreeSet<usize>>) -> BTreeMap<(String, usize), u64> {
+    /// live segments holds (`held`: the ids each holds). A bucket stamped on Redis's clock by a
+    /// host ahead of another may be in the other's future by up to half a bucket: only the events
+    /// of buckets that began before `settled_ms` are required.
+    pub fn lower<'a>(
+        &self,
+        held: impl Iterator<Item = &'a BTreeSet<usize>>,
+        settled_ms: i64,
+    ) -> BTreeMap<(String, usize), u64> {
         let ids: BTreeSet<usize> = held.flat_map(|ids| ids.iter().copied()).collect();
         let mut lower = BTreeMap::new();
         for id in ids {
             let event = &self.events[id];
-            if event.verdict == Verdict::Kept {
+            if event.bucket_began_ms + SLACK_MS < settled_ms && self.verdict(event) == Verdict::Kept {
                 *lower.entry((event.service.clone(), event.counter)).or_default() += 1;
             }
         }
@@ -127,5 +179,31 @@ impl Truth {
     /// Every service counted, by name.
     pub fn services(&self) -> BTreeSet<&str> {
         self.counted.keys().map(|(service, _)| service.as_str()).collect()
+    }
+
+    /// How the resets judge event `id`, and whose cut it: for a failing seed's history.
+    pub fn describe(&self, id: usize) -> String {
+        let event = &self.events[id];
+        let cut_by: Vec<usize> = self
+            .resets
+            .iter()
+            .filter(|reset| reset.covers(&event.service) && judge(event, reset) == Verdict::Cut)
+            .map(|reset| reset.resetter)
+            .collect();
+        format!("{:?}, cut by the resets of {cut_by:?}", self.verdict(event))
+    }
+}
+
+/// How one reset judges an event: cut when its bucket began before the reset (by more than the
+/// slack) and it was counted before it, either when it was counted after it in a bucket that began
+/// before it (a host that learns of the reset later takes the bucket whole), kept when its bucket
+/// began after it.
+fn judge(event: &Event, reset: &Reset) -> Verdict {
+    if event.bucket_began_ms - SLACK_MS > reset.at_ms {
+        Verdict::Kept
+    } else if event.bucket_began_ms + SLACK_MS < reset.at_ms && event.at_ms < reset.at_ms {
+        Verdict::Cut
+    } else {
+        Verdict::Either
     }
 }

@@ -6,7 +6,6 @@ use std::rc::Rc;
 use std::sync::atomic::Ordering;
 
 use ganesha_shm_core::fleet::{self, SyncState, SHARDS};
-use ganesha_shm_core::reset_log::NotedReset;
 use ganesha_shm_core::segment::{Segment, Settings};
 use ganesha_shm_core::store::{FleetWindow, Layout, Store, TableKind};
 use ganesha_shm_core::window::Window;
@@ -39,13 +38,15 @@ pub struct Plan {
     pub seed: u64,
     pub hosts: usize,
     pub steps: usize,
+    /// No clock steps (`--steady-clocks`): every other fault.
+    pub steady_clocks: bool,
 }
 
 impl Plan {
     /// The plan of `seed`: 3 to 12 hosts unless `hosts` says.
-    pub fn of(seed: u64, hosts: Option<usize>, steps: usize) -> Self {
+    pub fn of(seed: u64, hosts: Option<usize>, steps: usize, steady_clocks: bool) -> Self {
         let mut rng = Rng::new(seed ^ 0x9e37_79b9_7f4a_7c15);
-        Self { seed, hosts: hosts.unwrap_or_else(|| 3 + rng.below(10) as usize), steps }
+        Self { seed, hosts: hosts.unwrap_or_else(|| 3 + rng.below(10) as usize), steps, steady_clocks }
     }
 }
 
@@ -112,6 +113,13 @@ struct Host {
     snapshot: Option<(Vec<u64>, BTreeSet<usize>)>,
     /// By service: when it began rejecting requests (its circuit open), and when it last did.
     rejecting: BTreeMap<String, (u64, u64)>,
+    /// The events its segment held when it was copied from another, or restored from an older
+    /// copy, and when: the old id's to publish, which Redis may lose for good.
+    inherited: BTreeSet<usize>,
+    inherited_at_ms: u64,
+    /// Who its resets are, to the truth: its index, until its segment is restored from a copy
+    /// older than some of them (they are no longer in it).
+    resetter: usize,
 }
 
 impl Host {
@@ -158,6 +166,7 @@ struct World<'s> {
     lost_ms: u64,
     next_inode: u64,
     checks: u64,
+    steady_clocks: bool,
 }
 
 type Broken = String;
@@ -176,6 +185,7 @@ pub fn play(server: &Rc<Server>, plan: &Plan) -> Outcome {
         lost_ms: 0,
         next_inode: 1,
         checks: 0,
+        steady_clocks: plan.steady_clocks,
     };
     server.time_ms.set(START_MS);
     let ready = [redis::cmd("FLUSHALL"), redis::cmd("CONFIG").arg("SET").arg("maxmemory").arg("0").to_owned()];
@@ -250,6 +260,9 @@ impl World<'_> {
             held,
             snapshot: None,
             rejecting: BTreeMap::new(),
+            inherited: BTreeSet::new(),
+            inherited_at_ms: 0,
+            resetter: index,
         }));
         index
     }
@@ -313,7 +326,7 @@ impl World<'_> {
         let _ = store.note_fleet_window(key.as_bytes(), &window);
         let began_ms = (local_s / BUCKET_S * BUCKET_S * 1000) as i64 - host.skew_ms;
         let name = host.name.clone();
-        let id = self.truth.count(service, counter, began_ms);
+        let id = self.truth.count(service, counter, now as i64, began_ms);
         self.host(i).held.insert(id);
         self.note(format!("{name} counts a {} of {service}", COUNTERS[counter]));
     }
@@ -359,18 +372,29 @@ impl World<'_> {
         let local_ms = host.local_ms(now);
         // A sidecar that renewed its id syncs again at once.
         for _ in 0..2 {
-            match host.syncer.sync(&mut host.link, &host.segment, &store, local_ms) {
+            match host.syncer.sync(&mut host.link, &host.segment, &store, local_ms, now) {
                 Ok(report) if report.renewed.is_some() => {
-                    said.push(format!("takes an id of its own ({:?})", report.renewed));
+                    // Not the ids themselves: drawn at random, they would differ from run to run.
+                    said.push("finds another segment under its id, and takes one of its own".into());
                     continue;
                 }
                 Ok(report) if report.complete => {
+                    self.truth.shared(host.resetter, now as i64);
                     SyncState { synced_at_ms: now, interval_ms: INTERVAL_MS, hosts: report.hosts as u64, errors: 0 }
                         .write(host.segment.fleet_words());
+                    let taken: Vec<String> =
+                        report.resets_taken.iter().map(|service| String::from_utf8_lossy(service).into_owned()).collect();
                     said.push(format!(
-                        "synced: {} published, {} recounted, {} lost shards, {} stale",
-                        report.published, report.recounted, report.lost_shards, report.stale
+                        "synced: {} published, {} recounted, {} lost shards, {} stale{}",
+                        report.published,
+                        report.recounted,
+                        report.lost_shards,
+                        report.stale,
+                        if taken.is_empty() { String::new() } else { format!(", took the fleet's resets of {}", taken.join(" ")) }
                     ));
+                    for (key, why) in &report.refused {
+                        said.push(format!("could not write the fleet's counts of {}: {why}", String::from_utf8_lossy(key)));
+                    }
                 }
                 Ok(report) => said.push(format!("synced in part ({} unwritten, {} stale)", report.unwritten.len(), report.stale)),
                 Err(error) => {
@@ -396,9 +420,8 @@ impl World<'_> {
         let host = self.host(i);
         let store = Store::new(&host.segment);
         let local_ms = host.local_ms(now);
-        if let Some(log) = store.reset_log() {
-            log.note(&NotedReset { time_ms: local_ms, key: service.as_bytes().to_vec(), every: false });
-        }
+        // As the adapter's resetService() does.
+        fleet::note_reset(&store, &host.segment, service.as_bytes(), false, local_ms);
         for suffix in ["_success", "_failure", "_rejection", "_status"] {
             let key = format!("{service}{suffix}");
             for kind in [TableKind::Counters, TableKind::Statuses] {
@@ -407,7 +430,8 @@ impl World<'_> {
         }
         host.rejecting.remove(&service);
         let name = host.name.clone();
-        self.truth.reset(i, now as i64, &BTreeSet::from([service.clone()]));
+        let resetter = self.host(i).resetter;
+        self.truth.reset(resetter, now as i64, Some(BTreeSet::from([service.clone()])), true);
         self.note(format!("{name} resets {service} (resetService)"));
     }
 
@@ -416,15 +440,27 @@ impl World<'_> {
         let now = self.now();
         let host = self.hosts[i].as_mut().expect("a live host");
         let store = Store::new(&host.segment);
-        if let Some(log) = store.reset_log() {
-            log.note(&NotedReset { time_ms: host.local_ms(now), key: PREFIX.as_bytes().to_vec(), every: true });
-        }
+        // Surely taken: the services whose counts this host's segment holds (its sidecar may not
+        // know of the others).
+        let local_s = host.local_ms(now) / 1000;
+        let services: BTreeSet<String> = store
+            .own_buckets(local_s)
+            .into_iter()
+            .filter(|own| own.buckets.iter().any(|&(_, count)| count > 0))
+            .filter_map(|own| {
+                let key = String::from_utf8_lossy(&own.key).into_owned();
+                COUNTERS.iter().find_map(|counter| key.strip_suffix(&format!("_{counter}")).map(str::to_string))
+            })
+            .collect();
+        // As the adapter's reset() does.
+        fleet::note_reset(&store, &host.segment, PREFIX.as_bytes(), true, host.local_ms(now));
         store.clear_matching(|key| key.starts_with(PREFIX.as_bytes()));
         host.rejecting.clear();
-        // Surely taken: the services this host counted (it may not know of the others).
-        let services: BTreeSet<String> = host.held.iter().map(|&id| self.truth.events[id].service.clone()).collect();
         let name = host.name.clone();
-        self.truth.reset(i, now as i64, &services);
+        let resetter = host.resetter;
+        self.truth.reset(resetter, now as i64, Some(services), true);
+        // The others it knows of (it may have read their sums), now or when it shares the reset.
+        self.truth.reset(resetter, now as i64, None, false);
         self.note(format!("{name} resets every service (reset)"));
     }
 
@@ -566,6 +602,7 @@ impl World<'_> {
                 let name = host.name.clone();
                 self.note(format!("{name}'s sidecar {} for {} ms", if stopped { "stopped" } else { "killed" }, until_ms - now));
             }
+            14 if self.steady_clocks => {}
             14 => {
                 let i = self.pick_host();
                 let step = self.rng.between(-20_000, 20_000);
@@ -583,9 +620,14 @@ impl World<'_> {
                         // Relaxed: a copy of the file, word by word, as `cp` makes one.
                         to.store(from.load(Ordering::Relaxed), Ordering::Relaxed);
                     }
-                    let (held, name) = (host.held.clone(), host.name.clone());
-                    let j = self.new_host(copy, held);
-                    let copy_name = self.host(j).name.clone();
+                    let (held, name, skew) = (host.held.clone(), host.name.clone(), host.skew_ms);
+                    let j = self.new_host(copy, held.clone());
+                    // A clone of the machine: its clock, as the original's, within a second.
+                    let nudge = self.rng.between(-1_000, 1_000);
+                    let copy = self.host(j);
+                    copy.skew_ms = (skew + nudge).clamp(-MAX_SKEW_MS, MAX_SKEW_MS);
+                    (copy.inherited, copy.inherited_at_ms) = (held, now);
+                    let copy_name = copy.name.clone();
                     self.note(format!("{name}'s segment copied to a new host, {copy_name}"));
                 }
             }
@@ -605,17 +647,22 @@ impl World<'_> {
                         // Relaxed: the file restored in place, with PHP and the sidecar stopped.
                         word.store(value, Ordering::Relaxed);
                     }
+                    (host.inherited, host.inherited_at_ms) = (held.clone(), now);
                     host.held = held;
+                    let resetter = host.resetter;
+                    host.resetter += 1_000;
                     host.restart_sidecar();
                     let name = host.name.clone();
+                    self.truth.lost(resetter);
                     self.note(format!("{name}'s segment file restored from its older copy"));
                 }
             }
             18 => {
                 if self.rng.chance(500) && self.alive().len() > 2 {
                     let i = self.pick_host();
-                    let name = self.host(i).name.clone();
+                    let (name, resetter) = (self.host(i).name.clone(), self.host(i).resetter);
                     self.hosts[i] = None;
+                    self.truth.lost(resetter);
                     self.note(format!("{name} leaves the fleet"));
                 } else if self.hosts.len() < 20 {
                     self.join();
@@ -654,15 +701,20 @@ impl World<'_> {
     /// (iii): none above the events that every reset may have kept.
     fn check_views(&mut self, settled: bool) -> Result<(), Broken> {
         let services: Vec<String> = self.truth.services().into_iter().map(str::to_string).collect();
+        let settled_upper = if settled { self.truth.upper() } else { BTreeMap::new() };
         for i in self.alive() {
+            let resetter = self.hosts[i].as_ref().expect("a live host").resetter;
             for service in &services {
                 for counter in 0..3 {
                     let (view, fresh) = self.view(i, service, counter);
-                    let upper =
-                        if settled { self.truth.upper(service, counter) } else { self.truth.upper_for(i, service, counter) };
+                    let upper = match settled {
+                        true => settled_upper.get(&(service.clone(), counter)).copied().unwrap_or(0),
+                        false => self.truth.upper_for(resetter, service, counter),
+                    };
                     self.checks += 1;
                     if view > upper {
                         let (own, others, _) = self.view_parts(i, service, counter);
+                        self.explain_view(i, service, counter);
                         self.explain(service, counter);
                         return Err(format!(
                             "{} h{i}'s view ({}) of {service}'s {}s is {view} (its own {own}, the others' {others}), above the {upper} the hosts counted and {}",
@@ -678,6 +730,33 @@ impl World<'_> {
         Ok(())
     }
 
+    /// Notes what host `i` holds of `service`'s `counter`: its fleet-only region's count, and
+    /// what its sidecar holds of it, for a failing seed's history.
+    fn explain_view(&mut self, i: usize, service: &str, counter: usize) {
+        let region = {
+            let host = self.hosts[i].as_ref().expect("a live host");
+            let store = Store::new(&host.segment);
+            let key = format!("{service}_{}", COUNTERS[counter]);
+            let now_s = host.local_ms(self.now()) / 1000;
+            store.fleet_only().and_then(|region| region.load(key.as_bytes(), BUCKET_S, self.window.buckets_at(now_s)))
+        };
+        let (tickets, taken) = {
+            let host = self.hosts[i].as_ref().expect("a live host");
+            let store = Store::new(&host.segment);
+            (store.reset_log().map(|log| log.tickets()), host.segment.fleet_resets_taken().load(Ordering::Relaxed))
+        };
+        self.note(format!("h{i}'s fleet-only region holds {region:?} of it; its reset log has {tickets:?} resets, the fleet's counts reflect {taken}"));
+        let known: Vec<String> = self.hosts[i]
+            .as_ref()
+            .expect("a live host")
+            .syncer
+            .known_counts(service.as_bytes())
+            .into_iter()
+            .map(|(bucket, sums, own)| format!("{}: sum {} own {}", bucket.start, sums[counter], own[counter]))
+            .collect();
+        self.note(format!("h{i}'s sidecar holds of it: {}", known.join(", ")));
+    }
+
     /// Notes every event of `service`'s `counter`: where its bucket began, how the resets judge
     /// it, and which segments hold it.
     fn explain(&mut self, service: &str, counter: usize) {
@@ -689,11 +768,43 @@ impl World<'_> {
             let holders: Vec<&str> =
                 self.hosts.iter().flatten().filter(|host| host.held.contains(&id)).map(|host| host.name.as_str()).collect();
             lines.push(format!(
-                "  event {id}: its bucket began at {:.3}s, {:?}, cut by the resets of {:?}, held by {holders:?}",
+                "  event {id}: counted at {:.3}s, its bucket began at {:.3}s, {}, held by {holders:?}",
+                (event.at_ms - START_MS as i64) as f64 / 1000.0,
                 (event.bucket_began_ms - START_MS as i64) as f64 / 1000.0,
-                event.verdict,
-                event.cut_by,
+                self.truth.describe(id),
             ));
+        }
+        // What Redis holds of it: each bucket's sums and each writer's counts.
+        let key = fleet::shard_key(FLEET, fleet::shard_of(service.as_bytes()));
+        let ids: BTreeMap<String, String> = self
+            .hosts
+            .iter()
+            .flatten()
+            .map(|host| (fleet::host_id_text(host.segment.fleet_host_id()), host.name.clone()))
+            .collect();
+        if let Ok(redis::Value::Array(items)) = self.server.command(redis::cmd("HGETALL").arg(&key)) {
+            let mut held = Vec::new();
+            for pair in items.chunks_exact(2) {
+                let [redis::Value::BulkString(field), redis::Value::BulkString(value)] = pair else { continue };
+                let field = String::from_utf8_lossy(field).into_owned();
+                if field == "z" {
+                    if let Some((resets, _)) = ganesha_shm_fleet::packed::unpack_resets(value) {
+                        for (_, at) in resets.iter().filter(|(name, _)| name == service.as_bytes()) {
+                            held.push(format!("  Redis: its latest reset (z) at {:.3}s", (*at as i64 - START_MS as i64) as f64 / 1000.0));
+                        }
+                    }
+                }
+                if !(field.starts_with("s:") || field.starts_with("o:")) {
+                    continue;
+                }
+                let Some((rows, _)) = ganesha_shm_fleet::packed::unpack_rows(value, fleet::MAX_COUNT) else { continue };
+                for (_, counts) in rows.iter().filter(|(name, _)| name == service.as_bytes()) {
+                    let named = ids.iter().fold(field.clone(), |field, (id, name)| field.replace(id, name));
+                    held.push(format!("  Redis: {named} = {}", counts[counter]));
+                }
+            }
+            held.sort();
+            lines.extend(held);
         }
         for line in lines {
             self.note(line);
@@ -717,7 +828,19 @@ impl World<'_> {
         self.note("faults stop".into());
         self.advance(2 * INTERVAL_MS);
         self.check_views(true)?;
-        let lower = self.truth.lower(self.hosts.iter().flatten().map(|host| &host.held));
+        // The events a live segment holds; but for one copied or restored, those it held then,
+        // once Redis lost data since: they are the old id's, which no segment may publish again.
+        let held: Vec<BTreeSet<usize>> = self
+            .hosts
+            .iter()
+            .flatten()
+            .map(|host| match self.lost_ms >= host.inherited_at_ms && !host.inherited.is_empty() {
+                true => host.held.difference(&host.inherited).copied().collect(),
+                false => host.held.clone(),
+            })
+            .collect();
+        let settled_ms = self.now() as i64 - (BUCKET_S * 1500) as i64;
+        let lower = self.truth.lower(held.iter(), settled_ms);
         let services: Vec<String> = self.truth.services().into_iter().map(str::to_string).collect();
         for i in self.alive() {
             for service in &services {
@@ -729,6 +852,7 @@ impl World<'_> {
                         return Err(format!("(ii) h{i}'s view is not fresh two intervals after the faults stopped"));
                     }
                     if view < least {
+                        self.explain_view(i, service, counter);
                         self.explain(service, counter);
                         return Err(format!(
                             "(ii) h{i}'s view of {service}'s {}s is {view} two intervals after the faults stopped, below the {least} the live hosts counted after every reset",
