@@ -16,6 +16,9 @@ pub enum Defense {
     ResetLog,
     /// The fleet's counts decide only while the sidecar's last sync is at most two intervals old.
     Staleness,
+    /// A reset made on this host hides the fleet's counts of what it covers until the sidecar has
+    /// shared it.
+    ResetHidesFleet,
 }
 
 #[cfg(feature = "mutations")]

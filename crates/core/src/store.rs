@@ -483,6 +483,9 @@ impl<'a> Store<'a> {
     /// Fleet mode: whether a reset noted since the fleet's counts were written covers `key`.
     fn reset_since_fleet_counts(&self, key: &[u8]) -> bool {
         let (Some(log), Some(taken)) = (&self.reset_log, self.resets_taken) else { return false };
+        if crate::defense::is_off(crate::defense::Defense::ResetHidesFleet) {
+            return false;
+        }
         // Acquire: pairs with the sidecar's Release store, after the counts it wrote.
         let taken = taken.load(Ordering::Acquire);
         log.tickets() > taken && log.covers_since(taken, key)

@@ -134,8 +134,11 @@ fn main() -> ExitCode {
             let mine: Vec<u64> = seeds.iter().skip(worker).step_by(args.ports.len()).copied().collect();
             let (script, hosts, steps, verbose, steady) = (script.clone(), args.hosts, args.steps, args.verbose, args.steady_clocks);
             let mutated = args.mutate.clone();
-            std::thread::spawn(move || -> Result<(u64, u64, u64), String> {
-                let server = Rc::new(Server::connect(port, &script)?);
+            std::thread::spawn(move || -> ((u64, u64, u64), Option<String>) {
+                let server = match Server::connect(port, &script) {
+                    Ok(server) => Rc::new(server),
+                    Err(error) => return ((0, 0, 0), Some(error)),
+                };
                 let (mut played, mut steps_played, mut checks) = (0, 0, 0);
                 for seed in mine {
                     let plan = Plan::of(seed, hosts, steps, steady);
@@ -149,30 +152,26 @@ fn main() -> ExitCode {
                             checks += checked;
                         }
                         Outcome::Broke { history, invariant } => {
-                            return Err(format!(
+                            let broke = format!(
                                 "seed {seed} broke an invariant: {invariant}\nhistory of seed {seed}:\n{}\nreplay: bash tests/fleet-sim.sh --seed {seed}{}{}{}",
                                 history.join("\n"),
                                 hosts.map(|h| format!(" --hosts {h}")).unwrap_or_default(),
                                 if steady { " --steady-clocks" } else { "" },
                                 mutated.as_ref().map(|m| format!(" --mutate {m}")).unwrap_or_default(),
-                            ));
+                            );
+                            return ((played, steps_played, checks), Some(broke));
                         }
                     }
                 }
-                Ok((played, steps_played, checks))
+                ((played, steps_played, checks), None)
             })
         })
         .collect();
     let (mut played, mut steps, mut checks, mut broke) = (0, 0, 0, Vec::new());
     for worker in workers {
-        match worker.join().unwrap_or_else(|_| Err("a worker panicked".into())) {
-            Ok((p, s, c)) => {
-                played += p;
-                steps += s;
-                checks += c;
-            }
-            Err(error) => broke.push(error),
-        }
+        let ((p, s, c), error) = worker.join().unwrap_or_else(|_| ((0, 0, 0), Some("a worker panicked".into())));
+        (played, steps, checks) = (played + p, steps + s, checks + c);
+        broke.extend(error);
     }
     let elapsed = started.elapsed().as_secs_f64();
     if let Some(first) = broke.first() {

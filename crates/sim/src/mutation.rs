@@ -67,6 +67,11 @@ pub const MUTATIONS: &[Mutation] = &[
         },
     },
     Mutation {
+        name: "reset-hides",
+        defense: "a reset made on a host hides the fleet's counts of what it covers there until the sidecar shared it",
+        switch: Switch::Rust(Defense::ResetHidesFleet),
+    },
+    Mutation {
         name: "staleness",
         defense: "the staleness rule: the fleet's counts decide only while the last sync is two intervals old at most",
         switch: Switch::Rust(Defense::Staleness),

@@ -50,8 +50,8 @@ pub struct Reset {
     pub services: Option<BTreeSet<String>>,
     /// Whether it surely takes its services (else it may).
     pub sure: bool,
-    /// When its host's sidecar first synced whole after it (it reached Redis), if it did.
-    pub shared_at: Option<i64>,
+    /// Whether its host's sidecar synced whole since (it reached Redis).
+    pub shared: bool,
     pub void: bool,
 }
 
@@ -93,7 +93,7 @@ impl Truth {
     /// A reset made at `at_ms` (Redis's clock) by `resetter`, which surely takes `services`
     /// (`sure`), or may.
     pub fn reset(&mut self, resetter: usize, at_ms: i64, services: Option<BTreeSet<String>>, sure: bool) {
-        let reset = Reset { resetter, at_ms, services, sure, shared_at: None, void: false };
+        let reset = Reset { resetter, at_ms, services, sure, shared: false, void: false };
         if sure {
             // Where it was made, at once: the events it cuts leave that host's view.
             for event in &mut self.events {
@@ -108,17 +108,17 @@ impl Truth {
         self.resets.push(reset);
     }
 
-    /// `resetter`'s sidecar synced whole at `now_ms`: its resets reached Redis.
-    pub fn shared(&mut self, resetter: usize, now_ms: i64) {
+    /// `resetter`'s sidecar synced whole: its resets reached Redis.
+    pub fn shared(&mut self, resetter: usize) {
         for reset in self.resets.iter_mut().filter(|reset| reset.resetter == resetter) {
-            reset.shared_at.get_or_insert(now_ms);
+            reset.shared = true;
         }
     }
 
     /// `resetter`'s resets that did not reach Redis may never: its host left, or its segment
     /// (and the log of them) was restored from an older copy.
     pub fn lost(&mut self, resetter: usize) {
-        for reset in self.resets.iter_mut().filter(|reset| reset.resetter == resetter && reset.shared_at.is_none()) {
+        for reset in self.resets.iter_mut().filter(|reset| reset.resetter == resetter && !reset.shared) {
             reset.void = true;
         }
     }

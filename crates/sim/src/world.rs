@@ -379,7 +379,7 @@ impl World<'_> {
                     continue;
                 }
                 Ok(report) if report.complete => {
-                    self.truth.shared(host.resetter, now as i64);
+                    self.truth.shared(host.resetter);
                     SyncState { synced_at_ms: now, interval_ms: INTERVAL_MS, hosts: report.hosts as u64, errors: 0 }
                         .write(host.segment.fleet_words());
                     let taken: Vec<String> =
