@@ -5,9 +5,12 @@
 # no history breaks an invariant, else the failing seed's history and the command that replays it.
 #
 #   bash tests/fleet-sim.sh --seeds N [--first S] [--seed S] [--hosts H] [--steps N]
-#                           [--mutate NAME] [--mutations] [--verbose] [--jobs J]
+#                           [--mutate NAME] [--mutations] [--verbose] [--keep-going]
+#                           [--known-broken S[,S…]] [--jobs J]
 #
 # --jobs J (default 2): J redis-servers and as many threads, each playing every J-th seed.
+# --keep-going: every seed played, those that broke listed one line each.
+# --known-broken S[,S…]: seeds of open defects, expected to break; one that holds fails the run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

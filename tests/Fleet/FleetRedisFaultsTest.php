@@ -59,6 +59,67 @@ final class FleetRedisFaultsTest extends FleetTestCase
     }
 
     /**
+     * The sums lost while a host had not read a bucket's last write: h2 publishes 5 successes in
+     * a bucket no one writes again while h1's sidecar is held; the sums go; h1, let go, reads a
+     * bucket that changed and finds no sums in it. Redis recounts them from every writer's counts
+     * in that call (a host keeps what it last read of a bucket: h2's 5 successes would be lost to
+     * h1 for the whole window).
+     */
+    public function testSumsLostBeforeAHostReadThemAreRecountedForIt(): void
+    {
+        $ganesha = ['timeWindow' => 60, 'failureRateThreshold' => 100, 'minimumRequests' => 1_000_000, 'intervalToHalfOpen' => 600];
+        [$h1, $h2] = $hosts = $this->startHosts(2, $ganesha);
+        $service = $this->servicesCountedEverywhere($hosts, 'unread', 1)[0];
+        $this->waitForSyncs($hosts, $this->nowMs());
+        $h1->sidecar->signal(\SIGSTOP);
+        try {
+            $this->countEvents($h2, $service, 0, 5);
+            $this->waitForSyncs([$h2], $this->nowMs());
+            // The next events go to another bucket (of 1 s): h2's 5 successes are in one no one writes again.
+            \usleep((int) ((\floor(\microtime(true)) + 1.05 - \microtime(true)) * 1e6));
+            self::assertGreaterThan(0, (int) $this->evalLua(self::DELETE_SUMS, [], ["*{{$this->fleet}:*"]), 'sums to delete');
+        } finally {
+            $h1->sidecar->signal(\SIGCONT);
+        }
+        $this->waitForSyncs($hosts, $this->nowMs());
+        $this->assertExact($hosts, [$service], 'after h1 read a bucket whose sums were lost');
+        self::report("sums lost before a host read them: recounted for it in the call that found them lost");
+    }
+
+    /**
+     * A reset where the sums were lost: h3 counts 4 failures and its sidecar stops; the sums go;
+     * h2 resets the service. The reset takes every host's counts out of the buckets before it by
+     * their writers' counts, not by the sums (which no longer say who counted what): when h1
+     * writes the bucket again and the sums are counted anew, h3's 4 failures are not in them.
+     */
+    public function testAResetWhereTheSumsWereLostTakesEveryHostsCounts(): void
+    {
+        // Buckets of 10 s: everything below falls in one.
+        $ganesha = ['timeWindow' => 600, 'failureRateThreshold' => 100, 'minimumRequests' => 1_000_000, 'intervalToHalfOpen' => 600];
+        [$h1, $h2, $h3] = $hosts = $this->startHosts(3, $ganesha);
+        $service = $this->servicesCountedEverywhere($hosts, 'unreset', 1)[0];
+        $this->awaitBucketAfterReset(10);
+        $this->countEvents($h3, $service, 4, 0);
+        $this->waitForSyncs($hosts, $this->nowMs());
+        $this->assertExact($hosts, [$service], 'before the reset');
+        $h3->sidecar->signal(\SIGSTOP);
+        try {
+            self::assertGreaterThan(0, (int) $this->evalLua(self::DELETE_SUMS, [], ["*{{$this->fleet}:*"]), 'sums to delete');
+            $h2->ask(['op' => 'reset', 'service' => $service]);
+            $this->counted[$service] = [0, 0];
+            $this->waitForSyncs([$h1, $h2], $this->nowMs());
+            $this->countEvents($h1, $service, 1, 0);
+            $this->waitForSyncs([$h1, $h2], $this->nowMs(), 3);
+            $this->assertNeverAbove([$h1, $h2], [$service]);
+        } finally {
+            $h3->sidecar->signal(\SIGCONT);
+        }
+        $this->waitForSyncs($hosts, $this->nowMs(), 2);
+        $this->assertNeverAbove($hosts, [$service]);
+        self::report("a reset where the sums were lost: no view has the counts of before it back");
+    }
+
+    /**
      * Redis back to an older copy of itself (a failover to a replica that missed the last writes,
      * a restart from an older save): h1's 5 failures were published after the copy was made, in a
      * bucket no one writes again. While h1's and h2's sidecars are held, a new host, h3, syncs

@@ -13,7 +13,8 @@
 -- 3. A host's counts only grow, but for a reset (5): each is set to the larger of what the host
 --    sends and what Redis holds, unless the host says it reset that counter (then as sent), and
 --    the sums move by the difference in the same write, so that a call repeated changes nothing;
---    sums found not to be counts, or below a host's, are recounted from every writer's counts.
+--    sums found not to be counts, below a host's, or lost (in a bucket the call reads), are
+--    recounted from every writer's counts.
 -- 4. A shard Redis lost or went back on is found, before anything is applied: the hash's birth
 --    is made once with it, its version moves with every change of a sum, and a host's record
 --    keeps its last sequence applied; a host that holds another birth ("reborn"), or a later
@@ -21,7 +22,8 @@
 --    after a regression that call gives the hash a new birth, so that every host does.
 -- 5. A reset takes every host's counts of before it: the call that writes a service's latest
 --    reset takes every host's counts of the service in the buckets that began before it (on
---    Redis's clock, by each host's clock figure) out of their counts and the sums; while it is
+--    Redis's clock, by each host's clock figure; the sums say where it counted, or every bucket
+--    where they are lost) out of their counts and the sums; while it is
 --    kept, every later call leaves out what its host counted before it, unless that host took it.
 -- 6. One host holds a service's half-open trial at a time: a host takes it only when nobody holds
 --    it, it holds it already, or the holder's lease ended; no lease is longer than LONGEST_LEASE.
@@ -727,6 +729,28 @@ end
 local writes, own_out, sent_fields = {}, {}, {}
 local next_version, changed, newest = version + 1, false, host_newest
 
+-- Sums Redis lost (their field deleted) in the buckets this call reads: recounted by this call
+-- from every writer's counts, as a reset or this host's update would have them (a host keeps
+-- what it last read of a bucket whose sums are missing: the other hosts' last writes there would
+-- be lost to it until someone writes the bucket again).
+local lost = {}
+do
+  local durations, since, read = {}, (full or created) and -1 or known_version, {}
+  for _, reader in ipairs(readers_sent) do
+    durations[reader.duration] = true
+  end
+  for i = 1, #index, 3 do
+    if durations[index[i]] and index[i + 2] > since then
+      read[#read + 1] = 's:' .. index[i] .. ':' .. index[i + 1]
+    end
+  end
+  for r, value in ipairs(hmget(read)) do
+    if not value then
+      lost[#lost + 1] = string.sub(read[r], 3)
+    end
+  end
+end
+
 -- The fleet's resets: the latest of each service kept, with the others while a bucket that
 -- started before them is read by some live host (or, when none says, by the longest window);
 -- `latest`, as this call leaves them, is what its updates are judged by.
@@ -794,6 +818,10 @@ if next(newly) and not created then
   local sums_of, hit = hmget(fields), {}
   for f, blob in ipairs(sums_of) do
     local rows = unpacked(blob, 4)
+    -- Sums lost, or not counts, tell nothing of who counted the service: the writers' counts do.
+    if not rows then
+      hit[#hit + 1] = at[f]
+    end
     for r = 1, rows and #rows or 0, 4 do
       if newly[rows[r]] then
         hit[#hit + 1] = at[f]
@@ -978,13 +1006,19 @@ do
   end
 end
 
--- The buckets a host asked to be recounted, of those it did not send: from every writer's counts
--- (at most 64 a call: the rest at the next).
+-- The buckets a host asked to be recounted (at most 64 a call: the rest at the next), and those
+-- whose sums were lost, of those this call did not write: from every writer's counts.
+local recounting = {}
 for r = 1, math.min(#recount, 64) do
-  local field = recount[r]
+  recounting[r] = recount[r]
+end
+for _, field in ipairs(lost) do
+  recounting[#recounting + 1] = field
+end
+for _, field in ipairs(recounting) do
   local duration, start = bucket_of(field)
   local id = duration and bucket_id(duration, start)
-  if id and position[id] and not sent_fields[field] then
+  if id and position[id] and not sent_fields[field] and not decided['s:' .. field] then
     local writers = redis.call('HGET', key, 'w:' .. field)
     local others = {}
     for _, writer in ipairs(writers_of(writers)) do

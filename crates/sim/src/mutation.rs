@@ -67,6 +67,19 @@ pub const MUTATIONS: &[Mutation] = &[
         },
     },
     Mutation {
+        name: "lost-sums-reset",
+        defense: "a reset takes the writers' counts of every bucket whose sums were lost, not only of those the sums name",
+        switch: Switch::Script { find: "    if not rows then\n      hit[#hit + 1] = at[f]\n    end\n", replace: "" },
+    },
+    Mutation {
+        name: "lost-sums-read",
+        defense: "sums lost in a bucket a call reads are recounted by that call",
+        switch: Switch::Script {
+            find: "    if not value then\n      lost[#lost + 1] = string.sub(read[r], 3)",
+            replace: "    if false then\n      lost[#lost + 1] = string.sub(read[r], 3)",
+        },
+    },
+    Mutation {
         name: "reset-hides",
         defense: "a reset made on a host hides the fleet's counts of what it covers there until the sidecar shared it",
         switch: Switch::Rust(Defense::ResetHidesFleet),

@@ -158,8 +158,8 @@ struct World<'s> {
     window: Window,
     /// By slot, its name's generation: a churn gives the slot a new name.
     generations: [u64; SLOTS as usize],
-    /// Copies of shards (key, DUMP), to restore.
-    dumps: Vec<(Vec<u8>, Vec<u8>)>,
+    /// Copies of shards (key, DUMP, whether the key was of another type then), to restore.
+    dumps: Vec<(Vec<u8>, Vec<u8>, bool)>,
     /// Shard keys of another type, set by the simulation.
     foreign: BTreeSet<Vec<u8>>,
     /// When Redis last lost data (FLUSHALL, a shard deleted or restored to an older copy).
@@ -527,25 +527,54 @@ impl World<'_> {
             }
             1 => {
                 let key = fleet::shard_key(FLEET, self.rng.below(u64::from(SHARDS)) as u32);
-                let _ = self.server.command(redis::cmd("DEL").arg(&key));
-                self.foreign.remove(&key);
+                if self.rng.chance(500) {
+                    let _ = self.server.command(redis::cmd("DEL").arg(&key));
+                    self.foreign.remove(&key);
+                    self.note(format!("Redis: a shard deleted ({})", String::from_utf8_lossy(&key)));
+                } else {
+                    // Only the sums: what the hosts wrote of their own counts is left.
+                    let fields = match self.server.command(redis::cmd("HKEYS").arg(&key)) {
+                        Ok(redis::Value::Array(fields)) => fields,
+                        _ => Vec::new(),
+                    };
+                    let sums: Vec<Vec<u8>> = fields
+                        .into_iter()
+                        .filter_map(|field| match field {
+                            redis::Value::BulkString(name) if name.starts_with(b"s:") => Some(name),
+                            _ => None,
+                        })
+                        .collect();
+                    if !sums.is_empty() {
+                        let _ = self.server.command(redis::cmd("HDEL").arg(&key).arg(&sums));
+                    }
+                    self.note(format!("Redis: the sums of {} deleted ({} fields)", String::from_utf8_lossy(&key), sums.len()));
+                }
                 self.lost_ms = now;
-                self.note(format!("Redis: a shard deleted ({})", String::from_utf8_lossy(&key)));
             }
             2 | 3 => {
                 let key = fleet::shard_key(FLEET, self.rng.below(u64::from(SHARDS)) as u32);
                 if let Ok(redis::Value::BulkString(dump)) = self.server.command(redis::cmd("DUMP").arg(&key)) {
-                    self.dumps.push((key.clone(), dump));
+                    let foreign = self.foreign.contains(&key);
+                    self.dumps.push((key.clone(), dump, foreign));
                     self.note(format!("a copy of {} kept (DUMP)", String::from_utf8_lossy(&key)));
                 }
             }
             4 => {
                 if !self.dumps.is_empty() {
-                    let (key, dump) = self.dumps[self.rng.below(self.dumps.len() as u64) as usize].clone();
+                    let (key, dump, foreign) = self.dumps[self.rng.below(self.dumps.len() as u64) as usize].clone();
                     let _ = self.server.command(redis::cmd("RESTORE").arg(&key).arg(0).arg(dump).arg("REPLACE"));
-                    self.foreign.remove(&key);
+                    // A copy of the key made a string is a string again: settling deletes it.
+                    if foreign {
+                        self.foreign.insert(key.clone());
+                    } else {
+                        self.foreign.remove(&key);
+                    }
                     self.lost_ms = now;
-                    self.note(format!("Redis: {} restored to an older copy (RESTORE)", String::from_utf8_lossy(&key)));
+                    self.note(format!(
+                        "Redis: {} restored to an older copy (RESTORE){}",
+                        String::from_utf8_lossy(&key),
+                        if foreign { ", a string" } else { "" }
+                    ));
                 }
             }
             5 => {
