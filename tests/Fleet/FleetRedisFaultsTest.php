@@ -337,6 +337,38 @@ final class FleetRedisFaultsTest extends FleetTestCase
     }
 
     /**
+     * A clock stepped back before the sidecar published what was counted: h3 counts while its
+     * sidecar is held, its clock steps back 30 s, it counts again, and its sidecar goes on. The
+     * buckets counted before the step are in h3's future now: the sidecar still publishes them,
+     * stamped by the figure they were counted under (not 30 s in Redis's future, where no window
+     * reads them yet), and once more when a bucket counted after the step shares its stamp. The
+     * other hosts' views have every event h3 counted, at once.
+     */
+    public function testWhatWasCountedBeforeAStepBackIsPublishedUnderItsOwnTime(): void
+    {
+        self::skipWithoutSkewedClock();
+        $clock = "{$this->dir}/h3.clock";
+        $ganesha = ['timeWindow' => 60, 'failureRateThreshold' => 100, 'minimumRequests' => 1_000_000, 'intervalToHalfOpen' => 600];
+        $hosts = $this->startHosts(3, $ganesha, null, [], [], ['h3' => SkewedClock::steppable($this->dir, $clock)]);
+        [$h1, $h2, $h3] = $hosts;
+        $service = $this->servicesCountedEverywhere($hosts, 'unpublished', 1)[0];
+        // Early in a second: the events after the step fall in the same second of Redis's clock.
+        \usleep((int) ((\floor(\microtime(true)) + 1.05 - \microtime(true)) * 1e6));
+        $h3->sidecar->signal(\SIGSTOP);
+        try {
+            $this->countEvents($h3, $service, 5, 2);
+            SkewedClock::step($clock, -30);
+            $this->countEvents($h3, $service, 2, 1);
+        } finally {
+            $h3->sidecar->signal(\SIGCONT);
+        }
+        $this->waitForSyncs($hosts, $this->nowMs(), 3);
+        $this->assertNeverAbove($hosts, [$service]);
+        $this->assertExact([$h1, $h2], [$service], "after h3's clock stepped back 30 s before its sidecar published");
+        self::report("h3 counted, its clock stepped back 30 s, it counted again, then its sidecar synced: the others' views have every event");
+    }
+
+    /**
      * What a host published goes down for one reason, said as such: a reset. h1 resets a service
      * (resetService()): within two intervals every view has nothing left of h1's counts before
      * the reset, and h1's counts after it join as before.

@@ -526,9 +526,11 @@ impl<'a> Store<'a> {
     }
 
     /// Every live counter's own buckets that hold events in the buckets a window may still read,
-    /// named by their start (fleet mode's export), with none for a counter reset since: the
-    /// counters whose window is noted, so not the Count strategy's, which have no buckets.
-    pub fn own_buckets(&self, now: u64) -> Vec<OwnBuckets> {
+    /// and in those up to `ahead_s` past `now` that the ring still holds (counted before the
+    /// clock stepped back: their events are this host's still), named by their start (fleet
+    /// mode's export), with none for a counter reset since: the counters whose window is noted,
+    /// so not the Count strategy's, which have no buckets.
+    pub fn own_buckets(&self, now: u64, ahead_s: u64) -> Vec<OwnBuckets> {
         let Some(window_at) = self.fleet_window_at() else { return Vec::new() };
         self.counters
             .live_entries(now)
@@ -543,7 +545,7 @@ impl<'a> Store<'a> {
                 let (window, resets) = FleetWindow::read(window_word.0)?;
                 let ring = &entry.payload()[RING..];
                 let buckets: Vec<_> = self
-                    .ring_range(window, now)
+                    .ring_range_ahead(window, now, ahead_s)
                     .filter_map(|(bucket, (index, lap))| {
                         // Relaxed: validated as a whole by `is_current` below.
                         let word = BucketWord(ring[index].load(Ordering::Relaxed));
@@ -565,9 +567,16 @@ impl<'a> Store<'a> {
     /// oldest first: from the oldest a window may still read to the one after the current, as
     /// many as the ring holds (a writer may be a bucket ahead, see `window`).
     pub fn ring_range(&self, window: FleetWindow, now: u64) -> impl Iterator<Item = (u64, (usize, Lap))> {
+        self.ring_range_ahead(window, now, 0)
+    }
+
+    /// `ring_range`, and the buckets after it up to `ahead_s` past `now`, as many as the ring
+    /// holds with no position read twice (a position past them holds a bucket of the range).
+    fn ring_range_ahead(&self, window: FleetWindow, now: u64, ahead_s: u64) -> impl Iterator<Item = (u64, (usize, Lap))> {
         let next = window.bucket_at(now) + 1;
         let first = next.saturating_sub(window.window_buckets.min(self.ring.len() - 2) + 1);
-        (first..=next).zip(self.ring.positions_from(first))
+        let last = (next + ahead_s.div_ceil(window.bucket_duration.max(1))).min(first + self.ring.len() - 1).max(next);
+        (first..=last).zip(self.ring.positions_from(first))
     }
 
     /// Writes what the fleet's other hosts counted of `key` into its fleet ring:
@@ -1281,9 +1290,9 @@ mod tests {
             store.increment(b"k", &window, now).unwrap();
         }
         store.increment(b"k", &window, now - 20).unwrap();
-        assert!(store.own_buckets(now).is_empty(), "no window noted: nothing to name the buckets by");
+        assert!(store.own_buckets(now, 0).is_empty(), "no window noted: nothing to name the buckets by");
         store.note_fleet_window(b"k", &window).unwrap();
-        let own = store.own_buckets(now);
+        let own = store.own_buckets(now, 0);
         assert_eq!(own.len(), 1);
         let ring = RING_OF_TESTS;
         let at = |time: u64| ring.position(window.bucket_at(time));
@@ -1308,14 +1317,41 @@ mod tests {
         // 70 s later, the current bucket has left the window: the fleet's with it.
         assert_eq!(store.load_with_fleet(b"k", &window, now + 70).unwrap(), (0, 0));
         // Not published by this host: its export is of its own ring alone.
-        assert_eq!(store.own_buckets(now)[0].buckets.len(), 2);
+        assert_eq!(store.own_buckets(now, 0)[0].buckets.len(), 2);
 
         // A key this host never counted is created by the fleet's counts.
         store.write_fleet_buckets(b"absent", now, now + 100, fleet_window, &fleet, false).unwrap();
         assert_eq!(store.load_with_fleet(b"absent", &window, now).unwrap(), (0, 0), "not created unless asked");
         store.write_fleet_buckets(b"fresh", now, now + 100, fleet_window, &fleet, true).unwrap();
         assert_eq!(store.load_with_fleet(b"fresh", &window, now).unwrap(), (0, 5));
-        assert!(store.own_buckets(now).iter().all(|own| own.key != b"fresh"), "nothing of its own to publish");
+        assert!(store.own_buckets(now, 0).iter().all(|own| own.key != b"fresh"), "nothing of its own to publish");
+    }
+
+    /// A clock stepped back puts the buckets counted before the step in its future: the export
+    /// reads them still, up to the reach it is given and no further than the ring holds, so that
+    /// what a host counted before a step back is never published short (a bucket counted after
+    /// the step may share its stamp in the fleet with one of them).
+    #[test]
+    fn the_export_reads_the_buckets_a_clock_stepped_back_put_in_its_future() {
+        let segment = fleet_segment(4);
+        let store = Store::new(&segment);
+        let window = window(60, Some(10));
+        let now = 1_000_000;
+        for _ in 0..3 {
+            store.increment(b"k", &window, now).unwrap();
+        }
+        store.note_fleet_window(b"k", &window).unwrap();
+        let start = window.bucket_at(now) * 10;
+        // 30 s back: the bucket of `now` is three buckets ahead.
+        let stepped = now - 30;
+        store.increment(b"k", &window, stepped).unwrap();
+        let buckets = |ahead_s: u64| store.own_buckets(stepped, ahead_s)[0].buckets.clone();
+        assert_eq!(buckets(0), vec![(window.bucket_at(stepped) * 10, 1)], "the ring range alone");
+        assert_eq!(buckets(60), vec![(window.bucket_at(stepped) * 10, 1), (start, 3)]);
+        assert_eq!(buckets(10), vec![(window.bucket_at(stepped) * 10, 1)], "beyond the reach given");
+        // Never a position read twice: as far ahead as the ring holds, each bucket once.
+        let far = store.own_buckets(stepped, u64::MAX / 2)[0].buckets.clone();
+        assert_eq!(far, buckets(60));
     }
 
     #[test]
@@ -1396,10 +1432,10 @@ mod tests {
         let now = 1_000_000;
         store.increment(b"k", &window, now).unwrap();
         store.note_fleet_window(b"k", &window).unwrap();
-        assert_eq!(store.own_buckets(now)[0].resets, 0);
+        assert_eq!(store.own_buckets(now, 0)[0].resets, 0);
 
         store.clear(TableKind::Counters, b"k").unwrap();
-        let own = store.own_buckets(now);
+        let own = store.own_buckets(now, 0);
         assert_eq!(own.len(), 1, "a counter reset is exported, to say so");
         assert_eq!((own[0].resets, own[0].buckets.len()), (1, 0));
         assert_eq!(own[0].window, FleetWindow::of(&window), "the window stays");
@@ -1408,15 +1444,15 @@ mod tests {
         // Counting again, and a window noted again (another one, a deploy), keep the resets.
         store.increment(b"k", &window, now).unwrap();
         store.note_fleet_window(b"k", &longer).unwrap();
-        let own = store.own_buckets(now);
+        let own = store.own_buckets(now, 0);
         assert_eq!((own[0].resets, own[0].window), (1, FleetWindow::of(&longer)));
         store.clear(TableKind::Counters, b"k").unwrap();
-        assert_eq!(store.own_buckets(now)[0].resets, 2);
+        assert_eq!(store.own_buckets(now, 0)[0].resets, 2);
 
         // A counter never noted (no window) is cleared to nothing, as without fleet mode.
         store.increment(b"plain", &window, now).unwrap();
         store.clear(TableKind::Counters, b"plain").unwrap();
-        assert!(store.own_buckets(now).iter().all(|own| own.key != b"plain"));
+        assert!(store.own_buckets(now, 0).iter().all(|own| own.key != b"plain"));
     }
 
     #[test]
@@ -1441,7 +1477,7 @@ mod tests {
         assert_eq!(store.peek_last_failure_time(b"k", now).unwrap(), Some((now - 5) as i64));
         assert!(!store.clear_through(TableKind::Statuses, b"s", now - 10, now).unwrap());
         assert_eq!(store.load_status(b"s", now).unwrap(), Some(STATUS_TRIPPED));
-        let own = store.own_buckets(now + 1);
+        let own = store.own_buckets(now + 1, 0);
         assert_eq!((own[0].resets, own[0].buckets.clone()), (0, vec![(now, 4)]), "no reset counted: not this host's");
 
         // Taken again: nothing more. A reset at now - 5 takes the failure time and the status too.

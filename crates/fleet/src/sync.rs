@@ -312,6 +312,9 @@ pub struct Syncer {
     /// figure was last measured: a step of the clock shows as a change.
     now_offset: i64,
     offset_measured: Option<i64>,
+    /// The figure before the clock last stepped back: a bucket ahead of the clock, that no stamp
+    /// names, was counted before that step, under that figure.
+    figure_before_step_back: Option<i64>,
 }
 
 impl Syncer {
@@ -337,6 +340,7 @@ impl Syncer {
             now_ms: 0,
             now_offset: 0,
             offset_measured: None,
+            figure_before_step_back: None,
             readers: BTreeMap::new(),
             named: false,
             resets_noted: HashMap::new(),
@@ -390,6 +394,7 @@ impl Syncer {
         self.clock = None;
         self.clock_checked = false;
         self.offset_measured = None;
+        self.figure_before_step_back = None;
         self.stamps.clear();
         self.named = false;
         self.resets_noted.clear();
@@ -437,7 +442,7 @@ impl Syncer {
         let ahead = self.clock.unwrap_or(0);
         let shares = ahead.unsigned_abs() <= CLOCK_BOUND_S * 1000;
         let mut stamps = HashMap::new();
-        for own in store.own_buckets(now) {
+        for own in store.own_buckets(now, CLOCK_BOUND_S) {
             let Some((service, counter)) = fleet::counter_of(&own.key, &self.config.suffixes) else { continue };
             observed.windows.entry(service.to_vec()).or_default().push((counter, own.window));
             resets.insert(own.key.clone(), own.resets);
@@ -449,9 +454,15 @@ impl Syncer {
                 }
                 let duration = own.window.bucket_duration;
                 let counted = Bucket { duration, start };
-                // Published under the stamp it was first published under, else on Redis's clock.
+                // Published under the stamp it was first published under, else on Redis's clock:
+                // by the figure it was counted under, the one before the clock stepped back for a
+                // bucket ahead of the clock (one bucket ahead is a writer's, see `ring_range`).
+                let figure = match self.figure_before_step_back {
+                    Some(before) if start > (now / duration + 1) * duration => before,
+                    _ => ahead,
+                };
                 let stamp =
-                    self.stamps.get(&counted).copied().unwrap_or_else(|| Stamp { start: stamp_of(counted, ahead), figure: ahead });
+                    self.stamps.get(&counted).copied().unwrap_or_else(|| Stamp { start: stamp_of(counted, figure), figure });
                 stamps.insert(counted, stamp);
                 let stamp = stamp.start;
                 let bucket = Bucket { duration, start: stamp };
@@ -548,7 +559,7 @@ impl Syncer {
             // under the figure the segment keeps: they keep the stamps they have under it, though
             // the clock moved since (a count published under two stamps would count twice).
             if let (Some(figure), true) = (self.clock, self.stamps.is_empty()) {
-                for own in store.own_buckets(now) {
+                for own in store.own_buckets(now, CLOCK_BOUND_S) {
                     for &(start, _) in &own.buckets {
                         let counted = Bucket { duration: own.window.bucket_duration, start };
                         self.stamps.insert(counted, Stamp { start: stamp_of(counted, figure), figure });
@@ -565,6 +576,9 @@ impl Syncer {
         if let Some(measured) = self.offset_measured {
             let step = self.now_offset - measured;
             if step.abs() > CLOCK_MOVED_MS {
+                if step < 0 {
+                    self.figure_before_step_back = Some(self.clock.unwrap_or(0));
+                }
                 self.measured(self.clock_ahead_ms + step, clock);
             }
         }

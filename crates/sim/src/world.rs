@@ -444,7 +444,7 @@ impl World<'_> {
         // know of the others).
         let local_s = host.local_ms(now) / 1000;
         let services: BTreeSet<String> = store
-            .own_buckets(local_s)
+            .own_buckets(local_s, fleet::CLOCK_BOUND_S)
             .into_iter()
             .filter(|own| own.buckets.iter().any(|&(_, count)| count > 0))
             .filter_map(|own| {
