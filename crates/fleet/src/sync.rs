@@ -266,6 +266,10 @@ pub struct Syncer {
     /// range only moved on, with no sum in the buckets it moved to, nor a change of what is left
     /// out of them, holds what it should already.
     rings_written: HashMap<Vec<u8>, (u64, u64)>,
+    /// When (this host's seconds) every fleet ring was last written, changed or not: whoever may
+    /// write the segment file may write over a ring that `rings_written` says holds what it
+    /// should; what they wrote lasts `RINGS_WRITTEN_WHOLE_EVERY_S` at most.
+    rings_written_whole_at: u64,
     /// Redis's time at the last sync (seconds), and how far this host's clock is ahead of it.
     redis_time: u64,
     clock_ahead_s: i64,
@@ -330,6 +334,7 @@ impl Syncer {
             trials_asked: BTreeMap::new(),
             trials_read: Vec::new(),
             rings_written: HashMap::new(),
+            rings_written_whole_at: 0,
             redis_time: 0,
             clock_ahead_s: 0,
             clock_ahead_ms: 0,
@@ -1349,6 +1354,12 @@ impl Syncer {
     /// The other hosts' counts into the fleet rings of the services this host counts.
     fn write_rings(&mut self, store: &Store<'_>, observed: &Observed, now: u64, report: &mut Report) {
         let mut marks = Vec::new();
+        // Every ring written again, changed or not, now and then (a clock stepped back too).
+        let whole = now.abs_diff(self.rings_written_whole_at) >= RINGS_WRITTEN_WHOLE_EVERY_S;
+        if whole {
+            self.rings_written.clear();
+            self.rings_written_whole_at = now;
+        }
         for (service, counters) in &observed.windows {
             let window = counters[0].1;
             let next = window.bucket_at(now) + 1;
@@ -1506,6 +1517,9 @@ struct Stamp {
 
 /// The start on Redis's clock that a bucket this host counted (`counted`, on its own clock) is
 /// published under when its clock is `ahead_ms` ahead of Redis's: less the figure in whole buckets.
+/// How often every fleet ring is written again, whether the fleet's counts changed or not.
+const RINGS_WRITTEN_WHOLE_EVERY_S: u64 = 2;
+
 fn stamp_of(counted: Bucket, ahead_ms: i64) -> u64 {
     let duration = counted.duration;
     counted.start.saturating_add_signed(-fleet::bucket_shift(ahead_ms, duration)) / duration * duration
