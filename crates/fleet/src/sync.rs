@@ -1354,9 +1354,8 @@ impl Syncer {
     /// The other hosts' counts into the fleet rings of the services this host counts.
     fn write_rings(&mut self, store: &Store<'_>, observed: &Observed, now: u64, report: &mut Report) {
         let mut marks = Vec::new();
-        // Every ring written again, changed or not, now and then (a clock stepped back too).
-        let whole = now.abs_diff(self.rings_written_whole_at) >= RINGS_WRITTEN_WHOLE_EVERY_S;
-        if whole {
+        // Every ring written again, changed or not, now and then (also when the clock stepped).
+        if now.abs_diff(self.rings_written_whole_at) >= RINGS_WRITTEN_WHOLE_EVERY_S {
             self.rings_written.clear();
             self.rings_written_whole_at = now;
         }
@@ -1515,11 +1514,11 @@ struct Stamp {
     figure: i64,
 }
 
-/// The start on Redis's clock that a bucket this host counted (`counted`, on its own clock) is
-/// published under when its clock is `ahead_ms` ahead of Redis's: less the figure in whole buckets.
 /// How often every fleet ring is written again, whether the fleet's counts changed or not.
 const RINGS_WRITTEN_WHOLE_EVERY_S: u64 = 2;
 
+/// The start on Redis's clock that a bucket this host counted (`counted`, on its own clock) is
+/// published under when its clock is `ahead_ms` ahead of Redis's: less the figure in whole buckets.
 fn stamp_of(counted: Bucket, ahead_ms: i64) -> u64 {
     let duration = counted.duration;
     counted.start.saturating_add_signed(-fleet::bucket_shift(ahead_ms, duration)) / duration * duration
