@@ -305,10 +305,7 @@ final class FleetRedisFaultsTest extends FleetTestCase
      */
     public function testAClockSteppedBackAndForwardRetractsNothing(): void
     {
-        self::skipWithoutSkewedClock();
-        $clock = "{$this->dir}/h3.clock";
-        $ganesha = ['timeWindow' => 60, 'failureRateThreshold' => 100, 'minimumRequests' => 1_000_000, 'intervalToHalfOpen' => 600];
-        $hosts = $this->startHosts(3, $ganesha, null, [], [], ['h3' => SkewedClock::steppable($this->dir, $clock)]);
+        [$hosts, $clock] = $this->startHostsWithASteppableH3();
         [$h1, $h2, $h3] = $hosts;
         $service = $this->servicesCountedEverywhere($hosts, 'step', 1)[0];
         $this->countEvents($h3, $service, 5, 2);
@@ -346,10 +343,7 @@ final class FleetRedisFaultsTest extends FleetTestCase
      */
     public function testWhatWasCountedBeforeAStepBackIsPublishedUnderItsOwnTime(): void
     {
-        self::skipWithoutSkewedClock();
-        $clock = "{$this->dir}/h3.clock";
-        $ganesha = ['timeWindow' => 60, 'failureRateThreshold' => 100, 'minimumRequests' => 1_000_000, 'intervalToHalfOpen' => 600];
-        $hosts = $this->startHosts(3, $ganesha, null, [], [], ['h3' => SkewedClock::steppable($this->dir, $clock)]);
+        [$hosts, $clock] = $this->startHostsWithASteppableH3();
         [$h1, $h2, $h3] = $hosts;
         $service = $this->servicesCountedEverywhere($hosts, 'unpublished', 1)[0];
         // Early in a second: the events after the step fall in the same second of Redis's clock.
@@ -715,6 +709,21 @@ final class FleetRedisFaultsTest extends FleetTestCase
                 self::assertSame([$failures, $successes, 0], $view, "{$host->name}'s view of {$service} {$when}:\n" . $this->logs());
             }
         }
+    }
+
+    /**
+     * Three hosts counting in a 60 s window, h3 on a clock the test steps (SkewedClock::step on
+     * the file returned), or the test skipped where the shim cannot be built.
+     *
+     * @return array{list<FleetHost>, string}
+     */
+    private function startHostsWithASteppableH3(): array
+    {
+        self::skipWithoutSkewedClock();
+        $clock = "{$this->dir}/h3.clock";
+        $ganesha = ['timeWindow' => 60, 'failureRateThreshold' => 100, 'minimumRequests' => 1_000_000, 'intervalToHalfOpen' => 600];
+
+        return [$this->startHosts(3, $ganesha, null, [], [], ['h3' => SkewedClock::steppable($this->dir, $clock)]), $clock];
     }
 
     private static function skipWithoutSkewedClock(): void
