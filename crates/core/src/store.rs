@@ -614,8 +614,10 @@ impl<'a> Store<'a> {
                 if current.0 == next || (count == 0 && current.generation() == generation && !current.holds(lap)) {
                     return true; // holds it already (another bucket's count reads as 0 here)
                 }
-                // False only once the slot is no longer this key's: then it is looked up again.
-                update_word(word, entry, |word| (BucketWord(word).generation() == generation).then_some(next))
+                // False only once the slot is no longer this key's: then it is looked up again. A
+                // word of another claim's generation in a slot still this claim's was written by
+                // whoever wrote over the segment file (see `note_window`): written over, not kept.
+                update_word(word, entry, |_| Some(next))
             })
         })
         .map(|_| ())
@@ -1098,13 +1100,20 @@ fn update_word(word: &AtomicU64, entry: &Entry<'_>, next: impl Fn(u64) -> Option
 }
 
 /// Notes `window` in the fleet window word of `entry` (payload word `at`), unless it holds it.
+///
+/// The fleet's words heal: a claim writes every payload word under its generation before the
+/// slot goes live, and `update_word` asks for the next value only while the slot is still the
+/// claim's, so a word of another generation there was written by whoever wrote over the segment
+/// file. Kept, it would refuse every write for as long as the slot lives (a service counted
+/// without a pause keeps it for ever); it is written over, as the claim's.
 fn note_window(entry: &Entry<'_>, at: usize, window: FleetWindow) {
     let generation = BucketWord::generation_of(entry.generation());
     update_word(&entry.payload()[at], entry, |word| {
-        // The resets go on with the new window.
-        let resets = FleetWindow::read(word).map_or(0, |(_, resets)| resets);
+        // The resets go on with the new window; a word written over holds none of this claim's.
+        let ours = BucketWord(word).generation() == generation;
+        let resets = FleetWindow::read(word).filter(|_| ours).map_or(0, |(_, resets)| resets);
         let next = window.word(generation, resets);
-        (BucketWord(word).generation() == generation && word != next).then_some(next)
+        (word != next).then_some(next)
     });
 }
 
@@ -1537,6 +1546,38 @@ mod tests {
         let fleet = vec![Some((RING_OF_TESTS.position(window.bucket_at(1_000)).1, 9)); RING_OF_TESTS.len() as usize];
         store.write_fleet_buckets(b"k", 1_000, 1_100, FleetWindow::of(&window), &fleet, true).unwrap();
         assert_eq!(store.load_with_fleet(b"k", &window, 1_000).unwrap(), (1, 0));
+    }
+
+    /// Whoever can write the segment file may leave a word of another claim's generation among a
+    /// live slot's fleet words. The next writes take the words back: kept, they refused every
+    /// write for as long as the slot lived, so the fleet's counts of a service counted without a
+    /// pause stayed wrong for ever, and this host's were no longer exported.
+    #[test]
+    fn fleet_words_written_over_under_another_generation_are_written_again() {
+        let segment = fleet_segment(4);
+        let store = Store::new(&segment);
+        let window = window(60, Some(10));
+        let now = 1_000_000;
+        store.increment(b"k", &window, now).unwrap();
+        store.note_fleet_window(b"k", &window).unwrap();
+        let (position, lap) = RING_OF_TESTS.position(window.bucket_at(now));
+        let mut fleet = vec![None; RING_OF_TESTS.len() as usize];
+        fleet[position] = Some((lap, 5));
+        let entry = store.find(TableKind::Counters, b"k").unwrap().unwrap();
+        let written_over = |at: usize| {
+            entry.payload()[at].fetch_xor(1 << 48, Ordering::Relaxed);
+        };
+
+        written_over(store.fleet_ring.unwrap() + position);
+        store.write_fleet_buckets(b"k", now, now + 100, FleetWindow::of(&window), &fleet, true).unwrap();
+        assert_eq!(store.load_with_fleet(b"k", &window, now).unwrap(), (1, 5));
+
+        written_over(store.fleet_window_at().unwrap());
+        assert_eq!(store.fleet_window(b"k").unwrap(), None);
+        assert!(store.own_buckets(now, 0).is_empty(), "no window to name the buckets by");
+        store.note_fleet_window(b"k", &window).unwrap();
+        assert_eq!(store.fleet_window(b"k").unwrap(), Some(FleetWindow::of(&window)));
+        assert_eq!(store.own_buckets(now, 0)[0].buckets, vec![(window.bucket_at(now) * 10, 1)]);
     }
 
     #[test]
