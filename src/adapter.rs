@@ -62,7 +62,10 @@ impl Strategy {
 /// What `setContext()` gives the adapter.
 pub(crate) struct Configured {
     strategy: Strategy,
-    interval_to_half_open: u64,
+    /// `None` when the context gives none: `loadLastFailureTime()` then reads the time as
+    /// Ganesha's own adapters do, and claims no half-open trial (Ganesha's strategies always
+    /// give one; a context built by hand for the adapter alone may not).
+    interval_to_half_open: Option<u64>,
     storage_keys: Arc<StorageKeys>,
     /// For `snapshot()` and `metrics()`; `None` when the context does not give them.
     thresholds: Option<Thresholds>,
@@ -165,7 +168,7 @@ pub(crate) fn configured(read: context::Read, bucket_duration: Option<u64>) -> R
     }
     let configured = Arc::new(Configured {
         strategy,
-        interval_to_half_open: read.interval_to_half_open.max(0) as u64,
+        interval_to_half_open: read.interval_to_half_open.map(|interval| interval.max(0) as u64),
         storage_keys: Arc::clone(&read.keys),
         thresholds,
     });
@@ -579,7 +582,10 @@ impl AbstractSlidingTimeWindowShm {
         now: u64,
     ) -> Result<Option<i64>, Refusal> {
         let store = process::store()?;
-        let (interval, ttl) = (configured.interval_to_half_open, configured.last_failure_ttl());
+        let Some(interval) = configured.interval_to_half_open else {
+            return Ok(store.peek_last_failure_time(service, now)?);
+        };
+        let ttl = configured.last_failure_ttl();
         // In fleet mode with the fleet's view fresh, one trial for the whole fleet; else one
         // for this host, as without fleet mode.
         if matches!(configured.strategy, Strategy::FleetRate(..)) && process::fleet_is_fresh() {
@@ -732,7 +738,9 @@ impl AbstractSlidingTimeWindowShm {
                     Fleet::Fresh { figures: fleet_figures, decides: true, .. } => fleet_figures,
                     _ => figures,
                 };
-                let state = circuit::state(thresholds, &deciding, configured.interval_to_half_open as i64, now as i64);
+                // With no interval to half-open given, a tripped circuit shows open.
+                let interval = configured.interval_to_half_open.map_or(i64::MAX, |interval| interval as i64);
+                let state = circuit::state(thresholds, &deciding, interval, now as i64);
                 let buckets = match &configured.strategy {
                     Strategy::Rate(window) | Strategy::FleetRate(window, _) if buckets => {
                         let counts = |suffix: usize| {

@@ -1,5 +1,8 @@
 //! What `setContext()` reads of Ganesha's `Context`: the strategy, and of its configuration the
-//! time window, the interval to half-open, the thresholds and the storage keys.
+//! time window, the interval to half-open, the thresholds and the storage keys. The time window
+//! (of a Rate strategy) and the storage keys are what Ganesha's own adapters read, and all that a
+//! context must give: a `Configuration` built by hand with only `timeWindow`, as Ganesha's own
+//! adapter tests build one, is taken.
 //!
 //! PHP shares nothing between requests, so every request builds its Ganesha and `setContext()`
 //! runs once a request. Through Ganesha's getters that is 13 PHP method calls, which cost more
@@ -80,7 +83,8 @@ const COUNT_STRATEGY: &[u8] = b"count";
 #[derive(Debug, PartialEq, Eq)]
 pub struct Read {
     pub strategy: Strategy,
-    pub interval_to_half_open: i64,
+    /// `None` when the configuration has none (see `Configured`).
+    pub interval_to_half_open: Option<i64>,
     pub keys: Arc<StorageKeys>,
 }
 
@@ -146,7 +150,7 @@ pub fn read(context: &ZendObject) -> PhpResult<Read> {
     };
     let optional_long = |name: &HashedName| int_setting(configuration, params, name, false);
     let strategy = strategy_of(strategy.as_bytes(), long, optional_long)?;
-    let interval_to_half_open = long(&names.interval_to_half_open)?;
+    let interval_to_half_open = optional_long(&names.interval_to_half_open)?;
     let keys = match params {
         Some(params) => find(params, &names.storage_keys)
             .map(Zval::shallow_clone)
@@ -232,7 +236,7 @@ pub fn read_own(context: &ZendObject) -> Option<Read> {
         Some(stored) => stored.long().map(Some).ok_or(()),
     };
     let strategy = strategy_of(strategy.as_bytes(), |name| long(name).ok_or(()), optional_long).ok()?;
-    let interval_to_half_open = long(&names.interval_to_half_open)?;
+    let interval_to_half_open = optional_long(&names.interval_to_half_open).ok()?;
     let keys = find(params, &names.storage_keys)?.object()?;
     if class_name(keys) != Some(STORAGE_KEYS) {
         return None;

@@ -45,8 +45,12 @@ namespace Zeusi\GaneshaShmAdapter {
         /**
          * Takes the strategy and its settings from Ganesha's Context, as Ganesha's Builder gives it.
          *
+         * Of its configuration, only what Ganesha's own adapters read is needed: the time window
+         * (Rate strategy) and the storage keys. Without intervalToHalfOpen, loadLastFailureTime()
+         * reads the time and claims no trial.
+         *
          * @param \Ackintosh\Ganesha\Context $context
-         * @throws \InvalidArgumentException when the bucket duration does not fit the time window
+         * @throws \InvalidArgumentException when $context gives no strategy, time window (an int, with the Rate strategy) or storage keys, or the bucket duration does not fit the time window
          */
         public function setContext(object $context): void {}
 
@@ -61,13 +65,14 @@ namespace Zeusi\GaneshaShmAdapter {
          * Rate strategy: the events in the buckets spanning the time window; Count: the counter.
          *
          * @throws \Ackintosh\Ganesha\Exception\StorageException
+         * @throws \LogicException before setContext()
          */
         public function load(string $service): int {}
 
         /**
          * Count strategy: sets the counter (0 to 16777215).
          *
-         * @throws \LogicException with the Rate strategy
+         * @throws \LogicException with the Rate strategy, or before setContext()
          */
         public function save(string $service, int $count): void {}
 
@@ -75,13 +80,14 @@ namespace Zeusi\GaneshaShmAdapter {
          * One more event, atomically: in the current bucket (Rate strategy) or on the counter (Count).
          *
          * @throws \Ackintosh\Ganesha\Exception\StorageException
+         * @throws \LogicException before setContext()
          */
         public function increment(string $service): void {}
 
         /**
          * Count strategy: one less, never below 0, atomically.
          *
-         * @throws \LogicException with the Rate strategy
+         * @throws \LogicException with the Rate strategy, or before setContext()
          */
         public function decrement(string $service): void {}
 
@@ -89,6 +95,7 @@ namespace Zeusi\GaneshaShmAdapter {
          * Stores the time of the service's last failure, kept as long as its buckets.
          *
          * @throws \Ackintosh\Ganesha\Exception\StorageException
+         * @throws \LogicException before setContext()
          */
         public function saveLastFailureTime(string $service, int $lastFailureTime): void {}
 
@@ -100,6 +107,7 @@ namespace Zeusi\GaneshaShmAdapter {
          * other caller gets the new time.
          *
          * @throws \Ackintosh\Ganesha\Exception\StorageException
+         * @throws \LogicException before setContext()
          */
         public function loadLastFailureTime(string $service): ?int {}
 
@@ -107,6 +115,7 @@ namespace Zeusi\GaneshaShmAdapter {
          * Stores the circuit's status (Ganesha::STATUS_*), kept one day.
          *
          * @throws \Ackintosh\Ganesha\Exception\StorageException
+         * @throws \LogicException before setContext()
          */
         public function saveStatus(string $service, int $status): void {}
 
@@ -114,10 +123,15 @@ namespace Zeusi\GaneshaShmAdapter {
          * The circuit's status; Ganesha::STATUS_CALMED_DOWN when none is stored.
          *
          * @throws \Ackintosh\Ganesha\Exception\StorageException
+         * @throws \LogicException before setContext()
          */
         public function loadStatus(string $service): int {}
 
-        /** Deletes every count, last failure time and status under this configuration's storage keys, and nothing else. */
+        /**
+         * Deletes every count, last failure time and status under this configuration's storage keys, and nothing else.
+         *
+         * @throws \LogicException before setContext()
+         */
         public function reset(): void {}
 
         /**
@@ -153,7 +167,7 @@ namespace Zeusi\GaneshaShmAdapter {
         /**
          * The snapshot's figures and the store's, in the Prometheus text exposition format.
          *
-         * @throws \LogicException as snapshot()
+         * @throws \LogicException before setContext(), or when the context gave no thresholds
          */
         public function metrics(): string {}
     }

@@ -4,6 +4,7 @@ declare(strict_types=1);
 
 namespace Zeusi\GaneshaShmAdapter\Tests\Ganesha;
 
+use Ackintosh\Ganesha;
 use Ackintosh\Ganesha\Configuration;
 use Ackintosh\Ganesha\Context;
 use Ackintosh\Ganesha\Strategy\Rate;
@@ -56,6 +57,29 @@ final class ContextTest extends GaneshaTestCase
         self::assertSame(3, $buckets());
         $adapter->setContext(new Context(Rate::class, $adapter, new Configuration(['timeWindow' => 120] + self::PARAMS)));
         self::assertSame(6, $buckets());
+    }
+
+    /**
+     * Ganesha's own adapter tests build a Context by hand with only a time window; Ganesha's
+     * adapters take it, and so does this one: it counts, loads, keeps a status, and gives the
+     * last failure time back as stored (no interval to half-open, so no trial to claim).
+     */
+    public function testAContextBuiltByHandWithOnlyATimeWindowIsTaken(): void
+    {
+        $adapter = new SlidingTimeWindowShm();
+        $adapter->setContext(new Context(Rate::class, $adapter, new Configuration(['timeWindow' => 3])));
+
+        $service = self::service('by-hand');
+        $adapter->increment("ganesha_{$service}_failure");
+        $adapter->increment("ganesha_{$service}_failure");
+        self::assertSame(2, $adapter->load("ganesha_{$service}_failure"));
+        self::assertSame(0, $adapter->load("ganesha_{$service}_success"));
+        $adapter->saveStatus("ganesha_{$service}_status", Ganesha::STATUS_TRIPPED);
+        self::assertSame(Ganesha::STATUS_TRIPPED, $adapter->loadStatus("ganesha_{$service}_status"));
+        $failedAt = \time() - 3600;
+        $adapter->saveLastFailureTime("ganesha_{$service}_last_failure_time", $failedAt);
+        self::assertSame($failedAt, $adapter->loadLastFailureTime("ganesha_{$service}_last_failure_time"));
+        self::assertSame($failedAt, $adapter->loadLastFailureTime("ganesha_{$service}_last_failure_time"), 'read, not claimed');
     }
 
     public function testGaneshasOwnConfigurationWithAWindowTheBucketsDoNotFitIsRefused(): void

@@ -83,6 +83,40 @@ final class StubsTest extends TestCase
         }
     }
 
+    /**
+     * A method whose stub says it throws a LogicException before setContext() does, on an
+     * adapter given no context, and every other method does not: the stubs' `@throws` lines
+     * about the context are true of every method.
+     */
+    public function testTheStubsSayWhichMethodsThrowBeforeSetContext(): void
+    {
+        $stub = (string) \file_get_contents(\dirname(__DIR__, 2) . '/stubs/ganesha_shm.stub.php');
+        \preg_match_all('~/\*\*((?:(?!\*/).)*)\*/\s*public function (\w+)\(~s', $stub, $methods, \PREG_SET_ORDER);
+        $said = [];
+        foreach ($methods as [, $comment, $method]) {
+            $said[$method] = \preg_match('/@throws \\\\LogicException[^\n]*before setContext\(\)/', $comment) === 1;
+        }
+        self::assertTrue($said['increment'] ?? false, 'the stubs are read');
+
+        $adapter = new class () extends \Zeusi\GaneshaShmAdapter\AbstractSlidingTimeWindowShm {};
+        $arguments = ['string' => 'k', 'int' => 1, 'bool' => false];
+        foreach ($said as $method => $saysItThrows) {
+            // The context itself, its deprecated twin, and what needs none.
+            if (\in_array($method, ['__construct', 'setContext', 'setConfiguration', 'supportCountStrategy', 'supportRateStrategy'], true)) {
+                continue;
+            }
+            $parameters = (new \ReflectionMethod($adapter, $method))->getParameters();
+            $given = \array_map(static fn (\ReflectionParameter $parameter) => $arguments[(string) $parameter->getType()], $parameters);
+            try {
+                $adapter->{$method}(...$given);
+                $threw = false;
+            } catch (\LogicException $exception) {
+                $threw = \str_contains($exception->getMessage(), 'setContext()');
+            }
+            self::assertSame($saysItThrows, $threw, "{$method}(): " . ($threw ? 'throws before setContext(), unsaid' : 'said to throw before setContext()'));
+        }
+    }
+
     public function testTheStubOfGaneshaShmInfoListsItsKeysAndTypes(): void
     {
         $stub = (string) \file_get_contents(\dirname(__DIR__, 2) . '/stubs/ganesha_shm.stub.php');
