@@ -322,15 +322,43 @@ impl<'a> Slot<'a> {
     /// changed state, PENDING to LIVE say, still holds the key: checking the state too would
     /// make the duplicate-key check miss a rival that went LIVE while it was read.) The words carry the
     /// generation they were written under, so a word of another claim never matches either.
+    ///
+    /// A key word of another generation under a claim that still holds the slot was written by
+    /// whoever wrote over the segment file (every word a claim writes carries its generation).
+    /// When the ident and every other key word are `key`'s, the slot is `key`'s: the word is
+    /// written back, so that this lookup and the processes whose memo names the slot (it checks
+    /// the ident, not the key words) keep agreeing on one slot for the key, rather than this
+    /// one claiming a second that they never read.
     fn holds(&self, tag: Tag, key: &Key<'_>) -> bool {
         let generation = tag.generation();
         // Relaxed: validated by `still` below.
         if self.ident().load(Ordering::Relaxed) != key.ident(generation) {
             return false;
         }
-        let same_key =
-            key.words(generation).zip(self.key_words()).all(|(word, stored)| stored.load(Ordering::Relaxed) == word);
-        same_key && self.still_claimed_by(tag)
+        let ours = word_tag(generation);
+        // The words of another generation, as read: only those are written back, so that a
+        // claim that recycled the slot after the check below keeps every word it wrote.
+        let mut written_over = Vec::new();
+        for (index, (word, stored)) in key.words(generation).zip(self.key_words()).enumerate() {
+            // Relaxed: validated by `still_claimed_by` below.
+            let value = stored.load(Ordering::Relaxed);
+            if value != word {
+                if value & !((1 << 48) - 1) == ours {
+                    return false; // another key of the same ident, written by its claim
+                }
+                written_over.push((index, value, word));
+            }
+        }
+        if !self.still_claimed_by(tag) {
+            return false;
+        }
+        for (index, value, word) in written_over {
+            // Relaxed, from the value read: a claim that recycled the slot since wrote its own
+            // word there (and this fails), or will write over this one (its compare-and-swap
+            // from what it read fails, and it writes again, as over a rival claimer's word).
+            let _ = self.key_words()[index].compare_exchange(value, word, Ordering::Relaxed, Ordering::Relaxed);
+        }
+        true
     }
 
     /// The key this slot held when seen with `tag`, or `None` if it was recycled while read.
@@ -2040,6 +2068,32 @@ mod tests {
         let other = table.key(b"another").unwrap();
         slot.ident().store(other.ident(entry.generation()), Ordering::Relaxed);
         assert!(table.find(b"k").unwrap().is_none());
+    }
+
+    /// Whoever can write the segment file overwrites a key word of a key's slot: the processes
+    /// whose memo names the slot keep reading it (the memo checks the ident, not the key
+    /// words), so a lookup finds it too, and writes its key back, rather than claiming a second
+    /// slot for the key that those processes never read (the fleet's counts the sidecar wrote
+    /// there were never seen).
+    #[test]
+    fn a_key_word_written_over_keeps_the_key_in_its_slot_for_every_process() {
+        let fixture = Fixture::new(8, 1, 4);
+        let (this, other) = (fixture.table(), fixture.table());
+        let key = b"a key of three words, at most";
+        let entry = this.find_or_insert(&key[..18], 100, 1000).unwrap();
+        assert!(this.find(&key[..18]).unwrap().is_some(), "noted by this process");
+        let index = (0..8).find(|&index| std::ptr::eq(this.slot(index).payload(), entry.payload())).unwrap();
+        let written_over = &this.slot(index).key_words()[1];
+        let kept = written_over.load(Ordering::Relaxed);
+        written_over.store(0x0000_1234_5678_9abc, Ordering::Relaxed);
+
+        let found = other.find_or_insert(&key[..18], 100, 1000).unwrap();
+        assert!(std::ptr::eq(found.payload(), entry.payload()), "the same slot, not a second one");
+        assert_eq!(written_over.load(Ordering::Relaxed), kept, "its key written back");
+        assert_eq!(this.usage(100), Usage { live: 1, expired: 0, claiming: 0 });
+        // A word of the slot's own generation that differs is another key's: no match.
+        written_over.store(kept ^ 1, Ordering::Relaxed);
+        assert!(fixture.table().find(&key[..18]).unwrap().is_none());
     }
 
     /// A creator of a key stopped between reserving its slot and recording its reach, while
