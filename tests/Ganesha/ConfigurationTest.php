@@ -13,8 +13,8 @@ use Zeusi\GaneshaShmAdapter\Tests\Support\Php;
  * or 60.0 where its `: int` getter, in Ganesha's coercive typing mode, returns 60. What the
  * getter returns, the adapter must use as if that int were stored (with the getter's
  * deprecations); what it throws on, setContext() refuses with an InvalidArgumentException whose
- * previous exception is the getter's. A threshold that is not set (null, as Ganesha's own
- * isset() checks tell) is no threshold, as an absent one. Each case
+ * previous exception is the getter's. A threshold or interval to half-open that is not set (null,
+ * as Ganesha's own isset() checks tell) is none, as an absent one. Each case
  * (scripts/configuration_cases.php) is run under valgrind's memcheck in one process
  * (scripts/configuration.php), or without it where valgrind is not installed.
  */

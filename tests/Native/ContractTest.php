@@ -171,7 +171,7 @@ final class ContractTest extends TestCase
         (new TestAdapter())->setContext($context);
     }
 
-    public function testAConfigurationWithoutIntervalToHalfOpenIsRefused(): void
+    public function testAConfigurationWithoutIntervalToHalfOpenIsTakenAndClaimsNoTrial(): void
     {
         $context = new class () {
             public function strategy(): string
@@ -195,9 +195,15 @@ final class ContractTest extends TestCase
             }
         };
 
-        $this->expectException(\InvalidArgumentException::class);
-        $this->expectExceptionMessage('intervalToHalfOpen()');
-        (new TestAdapter())->setContext($context);
+        // As Ganesha's own adapters, which never read it: the last failure time is read as
+        // stored, with no half-open trial to claim.
+        $adapter = new TestAdapter();
+        $adapter->setContext($context);
+        $key = Unique::name('no_interval_');
+        $failedAt = \time() - 3600;
+        $adapter->saveLastFailureTime($key, $failedAt);
+        self::assertSame($failedAt, $adapter->loadLastFailureTime($key));
+        self::assertSame($failedAt, $adapter->loadLastFailureTime($key), 'read, not claimed');
     }
 
     public function testTheCountStrategyDoesNotAskForATimeWindow(): void

@@ -8,8 +8,8 @@
  *  - getter: what the getter threw (its class and message) and the errors it raised;
  *  - actual: what setContext() threw (with its previous exception) and raised, and what the
  *    adapter then shows of a service: its snapshot row's buckets, state and failure rate;
- *  - reference: the same for the int the getter returned, or, for a threshold that is not set
- *    (null, as Ganesha's own isset() checks tell), for a configuration without it; null when
+ *  - reference: the same for the int the getter returned, or, for an optional setting that is
+ *    not set (null, as Ganesha's own isset() checks tell), for a configuration without it; null when
  *    the getter threw.
  *
  *   php configuration.php
@@ -35,8 +35,9 @@ if ($missing !== null) {
 $cases = require __DIR__ . '/configuration_cases.php';
 
 const TIME = 1_800_000_000;
-// Settings Ganesha's strategies may go without (the adapter reads them for snapshot()).
-const THRESHOLDS = ['failureRateThreshold', 'minimumRequests', 'failureCountThreshold'];
+// Settings the adapter goes without: the thresholds (it reads them for snapshot()) and the
+// interval to half-open (it claims the trial by it), as Ganesha's own adapters, which read none.
+const OPTIONAL = ['failureRateThreshold', 'minimumRequests', 'failureCountThreshold', 'intervalToHalfOpen'];
 
 /**
  * What `$call` returned or threw (with the exception's previous one), and the errors PHP raised.
@@ -101,7 +102,7 @@ $report = [];
 foreach ($cases as $name => [$strategy, $setting, $params]) {
     $getter = outcome(static fn () => (new Configuration($params))->{$setting}());
     $reference = null;
-    if (in_array($setting, THRESHOLDS, true) && $params[$setting] === null) {
+    if (in_array($setting, OPTIONAL, true) && $params[$setting] === null) {
         $reference = observe($strategy, array_diff_key($params, [$setting => true]));
     } elseif ($getter['thrown'] === null) {
         $reference = observe($strategy, [$setting => $getter['result']] + $params);
