@@ -37,6 +37,18 @@ pub fn start(alone: &Alone, startup: &Startup) {
     if let Ok(segment) = &segment {
         alone.unmap_leftover_segments(segment);
         guard::install(segment);
+        // A copy of another segment file is another host in the fleet, taken as one before
+        // anything counts in it (a no-op for any other segment).
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |since| since.as_secs());
+        let old = segment.fleet_host_id();
+        if fleet::take_copy(segment, &Store::new(segment), segment.file(), now) == fleet::Copy::Taken {
+            warn(&format!(
+                "{} is a copy of another segment file (of an image, a snapshot or a restore): this host is {} in the fleet from now on, and reads what the segment held as the fleet's, under the old id {}",
+                backing_name(segment),
+                fleet::host_id_text(segment.fleet_host_id()),
+                fleet::host_id_text(old)
+            ));
+        }
     }
     let _ = SEGMENT.set(segment);
 }

@@ -19,6 +19,8 @@ pub enum Defense {
     /// A reset made on this host hides the fleet's counts of what it covers until the sidecar has
     /// shared it.
     ResetHidesFleet,
+    /// The first process to map a copy of a segment takes it as another host (`fleet::take_copy`).
+    CopyTaken,
 }
 
 #[cfg(feature = "mutations")]

@@ -173,6 +173,54 @@ pub fn note_reset(store: &Store<'_>, segment: &Segment, key: &[u8], every: bool,
     log.note(&NotedReset { time_ms, on_redis_clock, key: key.to_vec(), every })
 }
 
+/// What [`take_copy`] found of a segment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Copy {
+    /// The segment is in the file it records (or has no file): nothing to take.
+    Own,
+    /// It was a copy, and this process took it: it is another host from now on.
+    Taken,
+    /// Another process claimed it, and has not finished taking it (or died while it did).
+    BeingTaken,
+}
+
+/// A segment mapped from another file than the one it records (`Segment::fleet_file`) is a copy
+/// of a segment (an image of the machine, a snapshot, a restore), whose original holds every
+/// count it holds, under the same id, and publishes them. The first process that maps the copy
+/// takes it, before anything counts in it: it hands every count the copy holds to the fleet
+/// rings (`Store::hand_own_counts_to_fleet`), as the old id's, which this host reads among the
+/// other hosts' from then on; gives the segment a new id, every count of whose own rings is then
+/// its own; and notes the file, which ends its claim. So the events counted on the copy before its
+/// sidecar's first sync are the new id's, as those after; and none is published twice.
+/// `file` is the file this process mapped (`Segment::file`; `(0, 0)` for none), `now` its time.
+pub fn take_copy(segment: &Segment, store: &Store<'_>, file: (u64, u64), now: u64) -> Copy {
+    if !store.has_fleet() || file == (0, 0) || defense::is_off(Defense::CopyTaken) {
+        return Copy::Own;
+    }
+    let recorded = segment.fleet_file();
+    if segment.copy_being_taken() {
+        return Copy::BeingTaken;
+    }
+    if recorded == file || recorded == (0, 0) {
+        return Copy::Own;
+    }
+    if !segment.claim_copy(recorded) {
+        // Another process claimed it since, or took it already.
+        return if segment.copy_being_taken() { Copy::BeingTaken } else { Copy::Own };
+    }
+    finish_taking_copy(segment, store, file, now);
+    Copy::Taken
+}
+
+/// Takes the copy that a process claimed (`take_copy`): by that process, or by the sidecar when
+/// the claim outlived the time taking it takes (the process died while it took it); then the
+/// events other processes counted meanwhile go to the old id too, as before the copy was taken.
+pub fn finish_taking_copy(segment: &Segment, store: &Store<'_>, file: (u64, u64), now: u64) {
+    store.hand_own_counts_to_fleet(now, CLOCK_BOUND_S);
+    segment.renew_fleet_host_id(0);
+    segment.note_fleet_file(file);
+}
+
 /// Keeps `ahead_ms` in the clock word (the sidecar alone does).
 pub fn write_clock(word: &AtomicU64, ahead_ms: i64) {
     // Relaxed: see `read_clock`.
@@ -313,6 +361,45 @@ mod tests {
                 NotedReset { time_ms: 1_800_000_030_000, on_redis_clock: true, key: b"ganesha_".to_vec(), every: true },
             ]
         );
+    }
+
+    #[test]
+    fn the_first_process_to_map_a_copy_takes_it_as_another_host_and_the_others_find_it_taken() {
+        use crate::segment::Settings;
+        use crate::store::Layout;
+        use crate::window::Window;
+        let settings = Settings { max_services: 4, max_key_length: 64, max_buckets: 60, fleet: true };
+        let segment = Segment::create_anonymous(Layout::regions(settings)).unwrap();
+        let store = Store::new(&segment);
+        let (window, now) = (Window::new(60, Some(10), 60).unwrap(), 1_000_000);
+        store.increment(b"k", &window, now).unwrap();
+        store.increment(b"k", &window, now).unwrap();
+        store.note_fleet_window(b"k", &window).unwrap();
+        segment.note_fleet_file((1, 10));
+        let id = segment.fleet_host_id();
+        assert_eq!(take_copy(&segment, &store, (1, 10), now), Copy::Own, "in the file it records");
+        assert_eq!(take_copy(&segment, &store, (0, 0), now), Copy::Own, "no file");
+        assert_eq!(store.load_with_fleet(b"k", &window, now).unwrap(), (2, 0));
+
+        // Copied into (1, 11): a process claims it, and has not finished.
+        assert!(segment.claim_copy((1, 10)));
+        assert!(!segment.claim_copy((1, 10)), "one claim");
+        assert_eq!(take_copy(&segment, &store, (1, 11), now), Copy::BeingTaken);
+        assert_eq!(segment.fleet_host_id(), id, "nothing taken by the others");
+        finish_taking_copy(&segment, &store, (1, 11), now);
+        let taken = segment.fleet_host_id();
+        assert_ne!(taken, id);
+        assert_eq!(segment.fleet_since().load(Ordering::Relaxed), 0, "all its own counts are the new id's");
+        assert_eq!(segment.fleet_file(), (1, 11));
+        assert_eq!(store.load_with_fleet(b"k", &window, now).unwrap(), (0, 2), "the old id's, read as the fleet's");
+        assert_eq!(take_copy(&segment, &store, (1, 11), now), Copy::Own, "taken once");
+
+        // Copied again, into another device's file: taken by the first process, once.
+        store.increment(b"k", &window, now).unwrap();
+        assert_eq!(take_copy(&segment, &store, (2, 11), now), Copy::Taken);
+        assert_eq!(take_copy(&segment, &store, (2, 11), now), Copy::Own);
+        assert!(segment.fleet_host_id() != taken && segment.fleet_file() == (2, 11));
+        assert_eq!(store.load_with_fleet(b"k", &window, now).unwrap(), (0, 3));
     }
 
     #[test]

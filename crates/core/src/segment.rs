@@ -69,13 +69,18 @@ mod header {
     /// How far this host's clock is ahead of Redis's, as the fleet sidecar keeps it (see
     /// [`super::Segment::fleet_clock`]). Segments made before it have 0 here: none, as new ones.
     pub const FLEET_CLOCK: usize = 20;
-    /// Since when this segment has its fleet id, when the sidecar gave it a new one (see
-    /// [`super::Segment::renew_fleet_host_id`]): unix milliseconds, 0 for never.
+    /// Since when this segment has its fleet id (see [`super::Segment::renew_fleet_host_id`]):
+    /// unix milliseconds, before which the counts its own rings hold are an older id's; 0 when
+    /// they are all its id's (a new segment, and one renewed now, whose counts of before were
+    /// handed to its fleet rings).
     pub const FLEET_SINCE: usize = 21;
     /// The file this segment was made in, or the sidecar last found it in: its device and inode
     /// (see [`super::Segment::fleet_file`]). 0 for an anonymous segment.
     pub const FILE_DEVICE: usize = 22;
     pub const FILE_INODE: usize = 23;
+    /// `FILE_INODE` while a process takes a copy of the segment as its host's own (see
+    /// [`super::Segment::claim_copy`]): no file has this inode.
+    pub const COPY_BEING_TAKEN: u64 = u64::MAX;
     /// Header length, three cache lines; the rest is left for later versions.
     pub const WORDS: usize = 24;
 }
@@ -449,6 +454,8 @@ pub struct Segment {
     backing: Backing,
     /// See [`Segment::checks_claimers`]; read once, when the segment is mapped.
     checks_claimers: bool,
+    /// See [`Segment::file`].
+    file: (u64, u64),
 }
 
 impl Segment {
@@ -565,10 +572,11 @@ impl Segment {
             // linked, every access to it is atomic (see `words`), and a truncation of it is what
             // `guard` handles. (`MmapRaw` hands out only a raw pointer: mapping it is safe.)
             let map = MmapRaw::map_raw(&file)?;
-            let segment = Self::new(Mapping::Made(map), layout, Backing::File(path.to_path_buf()), true);
+            let mut segment = Self::new(Mapping::Made(map), layout, Backing::File(path.to_path_buf()), true);
             // Before it is linked, as the header: a copy of the file is another file.
             let metadata = file.metadata()?;
-            segment.note_fleet_file((metadata.dev(), metadata.ino()));
+            segment.file = (metadata.dev(), metadata.ino());
+            segment.note_fleet_file(segment.file);
             match directory.link(&temporary, name) {
                 Ok(()) => Ok(Some(segment)),
                 Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(None),
@@ -630,7 +638,9 @@ impl Segment {
         if map.len() as u64 != expected {
             return Err(Refusal::Size { bytes: map.len() as u64, expected });
         }
-        Ok(Self::new(Mapping::Made(map), found, Backing::File(path.to_path_buf()), false))
+        let mut segment = Self::new(Mapping::Made(map), found, Backing::File(path.to_path_buf()), false);
+        segment.file = (metadata.dev(), metadata.ino());
+        Ok(segment)
     }
 
     /// Unmaps the segments an earlier image of this extension left in this process (see
@@ -671,7 +681,7 @@ impl Segment {
 
     /// A segment over `map`; `fresh`: a new, zero-filled mapping, whose header it writes.
     fn new(map: Mapping, layout: Regions, backing: Backing, fresh: bool) -> Self {
-        let mut segment = Self { map, layout, backing, checks_claimers: false };
+        let mut segment = Self { map, layout, backing, checks_claimers: false, file: (0, 0) };
         if fresh {
             segment.write_header();
         }
@@ -751,35 +761,65 @@ impl Segment {
         self.header_word(header::FLEET_HOST_ID).load(Ordering::Relaxed)
     }
 
-    /// Gives this segment a new id in the fleet, noting since when (`now_ms`, unix milliseconds):
-    /// the sidecar does, once it found that another segment runs under its id (a copy of its
-    /// file, or this file restored from an older copy), so that the two are two hosts. What the
-    /// segment counted before, the fleet has under the old id. The sidecar alone writes both.
+    /// Gives this segment a new id in the fleet, noting since when (`now_ms`, unix milliseconds;
+    /// 0: every count it holds is the new id's): the sidecar does, once it found that another
+    /// segment runs under its id (this file restored from an older copy), so that the two are two
+    /// hosts, and what the segment counted before, the fleet has under the old id; so does the
+    /// process that takes a copy of the segment (`fleet::take_copy`), under its claim, after it
+    /// gave the fleet every count the copy holds. Those two alone write both words, never at once.
     pub fn renew_fleet_host_id(&self, now_ms: u64) -> u64 {
         let id = random_seed();
-        // Relaxed (both): words the sidecar alone writes, and reads, from one thread.
+        // Relaxed (both): words one writer at a time writes (see above), published to other
+        // processes by the Release of `note_fleet_file` after a copy, read by the sidecar.
         self.words()[header::FLEET_SINCE].store(now_ms, Ordering::Relaxed);
         self.words()[header::FLEET_HOST_ID].store(id, Ordering::Relaxed);
         id
     }
 
-    /// The file this segment was made in, as `(device, inode)`, or the one the sidecar found it
-    /// in when it renewed the segment's fleet id: a segment found in another file is a copy (an
-    /// image, a snapshot, a restore), which another host may run too.
+    /// The file this segment was made in, as `(device, inode)`, or the one a process found it
+    /// in when it took it as a copy (`fleet::take_copy`): a segment found in another file is a
+    /// copy (an image, a snapshot, a restore), which another host may run too. The inode is
+    /// [`header::COPY_BEING_TAKEN`] while a process takes it.
     pub fn fleet_file(&self) -> (u64, u64) {
-        // Relaxed (both): written before the file is linked, then by the sidecar alone.
-        (self.words()[header::FILE_DEVICE].load(Ordering::Relaxed), self.words()[header::FILE_INODE].load(Ordering::Relaxed))
+        // Relaxed: written before the file is linked, then under a claim (`claim_copy`), whose
+        // end the inode's Acquire sees, after the device's.
+        let inode = self.words()[header::FILE_INODE].load(Ordering::Acquire);
+        (self.words()[header::FILE_DEVICE].load(Ordering::Relaxed), inode)
     }
 
     /// Notes the file this segment is in (see [`Segment::fleet_file`]).
     pub fn note_fleet_file(&self, (device, inode): (u64, u64)) {
-        // Relaxed (both): see `fleet_file`.
+        // Relaxed: see `fleet_file`. Release: a process that finds the file noted by a
+        // process that took a copy of the segment (`claim_copy`) sees what it wrote before.
         self.words()[header::FILE_DEVICE].store(device, Ordering::Relaxed);
-        self.words()[header::FILE_INODE].store(inode, Ordering::Relaxed);
+        self.words()[header::FILE_INODE].store(inode, Ordering::Release);
     }
 
-    /// Since when this segment has its fleet id, when the sidecar renewed it (unix
-    /// milliseconds; 0: it has the one it was made with).
+    /// The file this process mapped the segment from, as `(device, inode)`; `(0, 0)` for an
+    /// anonymous segment.
+    pub fn file(&self) -> (u64, u64) {
+        self.file
+    }
+
+    /// Claims the taking of this segment as a copy of the segment of `recorded`, the file it
+    /// records (see `fleet::take_copy`): true for the one process that claims it, until it
+    /// notes its file ([`Segment::note_fleet_file`]), which ends the claim.
+    pub fn claim_copy(&self, recorded: (u64, u64)) -> bool {
+        // Acquire on success: pairs with the Release of `note_fleet_file`, which recorded the
+        // file claimed from. Relaxed on failure: another process claimed it, nothing is read.
+        self.words()[header::FILE_INODE]
+            .compare_exchange(recorded.1, header::COPY_BEING_TAKEN, Ordering::Acquire, Ordering::Relaxed)
+            .is_ok()
+    }
+
+    /// Whether a process claimed the taking of this segment as a copy and has not finished.
+    pub fn copy_being_taken(&self) -> bool {
+        // Acquire: pairs with the Release of `note_fleet_file`, which ends the claim.
+        self.words()[header::FILE_INODE].load(Ordering::Acquire) == header::COPY_BEING_TAKEN
+    }
+
+    /// Since when this segment has its fleet id (unix milliseconds): its own counts of the
+    /// buckets that began before are an older id's. 0: every count of its own rings is its id's.
     pub fn fleet_since(&self) -> &AtomicU64 {
         &self.words()[header::FLEET_SINCE]
     }

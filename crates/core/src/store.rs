@@ -528,8 +528,9 @@ impl<'a> Store<'a> {
     /// Every live counter's own buckets that hold events in the buckets a window may still read,
     /// and in those up to `ahead_s` past `now` that the ring still holds (counted before the
     /// clock stepped back: their events are this host's still), named by their start (fleet
-    /// mode's export), with none for a counter reset since: the counters whose window is noted,
-    /// so not the Count strategy's, which have no buckets.
+    /// mode's export), with none for a counter reset since or one whose fleet ring alone holds
+    /// counts: the counters whose window is noted, so not the Count strategy's, which have no
+    /// buckets.
     pub fn own_buckets(&self, now: u64, ahead_s: u64) -> Vec<OwnBuckets> {
         let Some(window_at) = self.fleet_window_at() else { return Vec::new() };
         self.counters
@@ -543,24 +544,72 @@ impl<'a> Store<'a> {
                     return None;
                 }
                 let (window, resets) = FleetWindow::read(window_word.0)?;
-                let ring = &entry.payload()[RING..];
+                let count_at = |ring: &[AtomicU64], index: usize, lap: Lap| {
+                    // Relaxed: validated as a whole by `is_current` below.
+                    let word = BucketWord(ring[index].load(Ordering::Relaxed));
+                    if word.generation() == generation {
+                        word.count_in(lap)
+                    } else {
+                        0
+                    }
+                };
+                let (own, fleet) = (&entry.payload()[RING..], &entry.payload()[self.fleet_ring?..]);
                 let buckets: Vec<_> = self
                     .ring_range_ahead(window, now, ahead_s)
                     .filter_map(|(bucket, (index, lap))| {
-                        // Relaxed: validated as a whole by `is_current` below.
-                        let word = BucketWord(ring[index].load(Ordering::Relaxed));
-                        let count = if word.generation() == generation { word.count_in(lap) } else { 0 };
+                        let count = count_at(own, index, lap);
                         (count > 0).then(|| (bucket * window.bucket_duration, count))
                     })
                     .collect();
-                (entry.is_current() && (!buckets.is_empty() || resets != 0)).then_some(OwnBuckets {
-                    key,
-                    window,
-                    resets,
-                    buckets,
-                })
+                // A counter that holds only the fleet's counts is the sidecar's to follow too:
+                // whoever wrote them (a sidecar before a restart, or the one of the segment this
+                // one is a copy of) is not there to write them again when the fleet resets it.
+                let holds_fleet_counts =
+                    || self.ring_range(window, now).any(|(_, (index, lap))| count_at(fleet, index, lap) > 0);
+                (entry.is_current() && (!buckets.is_empty() || resets != 0 || holds_fleet_counts())).then_some(
+                    OwnBuckets { key, window, resets, buckets },
+                )
             })
             .collect()
+    }
+
+    /// Fleet mode: moves every counter's own counts into its fleet ring, bucket by bucket, when
+    /// the segment is taken as a copy (`fleet::take_copy`): they are the old id's, which the
+    /// fleet has from the segment copied, and this host reads them as the fleet's from now on,
+    /// its view unchanged, while its own rings hold only what it counts after. Each count leaves
+    /// the own ring before it reaches the fleet's: a load in between reads less, never more.
+    pub fn hand_own_counts_to_fleet(&self, now: u64, ahead_s: u64) {
+        let (Some(fleet_ring), Some(window_at)) = (self.fleet_ring, self.fleet_window_at()) else { return };
+        for (_, entry) in self.counters.live_entries(now) {
+            let generation = BucketWord::generation_of(entry.generation());
+            // Relaxed: a word standing alone, whose generation says whether it is this claim's.
+            let window_word = BucketWord(entry.payload()[window_at].load(Ordering::Relaxed));
+            // Only the counters noted in a window have buckets.
+            let Some((window, _)) = FleetWindow::read(window_word.0).filter(|_| window_word.generation() == generation)
+            else {
+                continue;
+            };
+            let (own, fleet) = (&entry.payload()[RING..], &entry.payload()[fleet_ring..]);
+            // The buckets `own_buckets` exports: those a window may read, and those ahead of a
+            // clock that stepped back.
+            for (_, (index, lap)) in self.ring_range_ahead(window, now, ahead_s) {
+                let moved = std::cell::Cell::new(0);
+                let taken = update_word(&own[index], &entry, |word| {
+                    let word = BucketWord(word);
+                    moved.set(if word.generation() == generation { word.count_in(lap) } else { 0 });
+                    (moved.get() > 0).then(|| BucketWord::holding(generation, lap, 0).0)
+                });
+                if !taken {
+                    continue;
+                }
+                // The position is this bucket's: a word of another lap there is an older bucket's.
+                update_word(&fleet[index], &entry, |word| {
+                    let word = BucketWord(word);
+                    let before = if word.generation() == generation { word.count_in(lap) } else { 0 };
+                    Some(BucketWord::holding(generation, lap, before + moved.get()).0)
+                });
+            }
+        }
     }
 
     /// The buckets a counter's ring holds at `now` for `window`, with their ring positions,
@@ -1333,7 +1382,47 @@ mod tests {
         assert_eq!(store.load_with_fleet(b"absent", &window, now).unwrap(), (0, 0), "not created unless asked");
         store.write_fleet_buckets(b"fresh", now, now + 100, fleet_window, &fleet, true).unwrap();
         assert_eq!(store.load_with_fleet(b"fresh", &window, now).unwrap(), (0, 5));
-        assert!(store.own_buckets(now, 0).iter().all(|own| own.key != b"fresh"), "nothing of its own to publish");
+        let fresh = store.own_buckets(now, 0).into_iter().find(|own| own.key == b"fresh");
+        assert_eq!(
+            fresh.map(|own| own.buckets),
+            Some(vec![]),
+            "exported for the fleet's counts it holds, which the sidecar follows, with nothing of its own to publish"
+        );
+    }
+
+    /// A copy of the segment hands its own counts to the fleet rings (`fleet::take_copy`): a load
+    /// reads what it read, and the sidecar publishes only what is counted after.
+    #[test]
+    fn own_counts_handed_to_the_fleet_ring_keep_the_view_and_leave_nothing_to_publish() {
+        let segment = fleet_segment(4);
+        let store = Store::new(&segment);
+        let window = window(60, Some(10));
+        let now = 1_000_000;
+        for _ in 0..3 {
+            store.increment(b"k", &window, now).unwrap();
+        }
+        store.increment(b"k", &window, now - 20).unwrap();
+        // Counted before the clock stepped back 30 s: three buckets ahead of it.
+        store.increment(b"k", &window, now + 30).unwrap();
+        store.increment(b"uncounted", &window, now).unwrap();
+        store.note_fleet_window(b"k", &window).unwrap();
+        let ring = RING_OF_TESTS;
+        let (current, lap) = ring.position(window.bucket_at(now));
+        let mut fleet = vec![None; ring.len() as usize];
+        fleet[current] = Some((lap, 5));
+        store.write_fleet_buckets(b"k", now, now + 100, FleetWindow::of(&window), &fleet, true).unwrap();
+        assert_eq!(store.load_with_fleet(b"k", &window, now).unwrap(), (4, 5));
+        assert_eq!(store.load_with_fleet(b"k", &window, now + 30).unwrap(), (5, 5), "with the bucket ahead");
+
+        store.hand_own_counts_to_fleet(now, 60);
+        assert_eq!(store.load_with_fleet(b"k", &window, now).unwrap(), (0, 9), "the same view, all the fleet's");
+        assert_eq!(store.load_with_fleet(b"k", &window, now + 30).unwrap(), (0, 10), "the bucket ahead too");
+        assert_eq!(store.load(b"uncounted", &window, now).unwrap(), 1, "no window noted: not fleet mode's");
+        let own = store.own_buckets(now, 60);
+        assert_eq!(own.iter().map(|own| (own.key.clone(), own.buckets.clone())).collect::<Vec<_>>(), vec![(b"k".to_vec(), vec![])]);
+        store.increment(b"k", &window, now).unwrap();
+        assert_eq!(store.load_with_fleet(b"k", &window, now).unwrap(), (1, 9));
+        assert_eq!(store.own_buckets(now, 60)[0].buckets, vec![(window.bucket_at(now) * 10, 1)], "what it counts after");
     }
 
     /// A clock stepped back puts the buckets counted before the step in its future: the export

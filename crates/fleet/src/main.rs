@@ -151,6 +151,8 @@ fn run(config: Config) -> ExitCode {
     let mut events = Events::default();
     let mut eviction = Eviction::default();
     let mut synced: u64 = 0;
+    // The segment's id in the fleet after the last sync, while it stays attached.
+    let mut known_id: Option<u64> = None;
     let mut next = Instant::now();
     while !STOP.load(Ordering::Relaxed) {
         sleep_until(next);
@@ -171,6 +173,7 @@ fn run(config: Config) -> ExitCode {
                 // The guard goes with the mapping; the next one is guarded afresh.
                 guard::uninstall();
                 attached = None;
+                known_id = None;
                 syncer.forget();
             }
         }
@@ -182,8 +185,17 @@ fn run(config: Config) -> ExitCode {
             }
         }
         let Some(Attached { segment, file, .. }) = &attached else { continue };
-        syncer.attached(segment.fleet_host_id());
-        syncer.attached_file(segment.fleet_file(), *file);
+        let id = segment.fleet_host_id();
+        if let Some(known) = known_id.filter(|&known| known != id) {
+            // A PHP process took the segment as a copy of another (`fleet::take_copy`).
+            log(&format!(
+                "this host's id in the fleet is {} from now on (was {}): a process took the segment as a copy of another segment file",
+                host_id_text(id),
+                host_id_text(known)
+            ));
+        }
+        syncer.attached(id);
+        syncer.attached_file(*file);
         let store = Store::new(segment);
         let words = segment.fleet_words();
         let state = SyncState::read(words);
@@ -213,7 +225,9 @@ fn run(config: Config) -> ExitCode {
             }
         }
         let cpu = cpu_time();
-        match syncer.sync(link.as_mut().expect("connected above"), segment, &store, unix_time_ms(), monotonic_ms()) {
+        let result = syncer.sync(link.as_mut().expect("connected above"), segment, &store, unix_time_ms(), monotonic_ms());
+        known_id = Some(segment.fleet_host_id());
+        match result {
             Ok(report) if report.renewed.is_some() => {
                 // A copy found, and an id of its own taken: the next sync, at once, under it.
                 events.report(&config, &report);
@@ -294,6 +308,9 @@ fn incomplete(report: &sync::Report) -> String {
     }
     if report.lost_shards > 0 {
         why.push("Redis lost shards again while they were published".to_string());
+    }
+    if report.copy_being_taken {
+        why.push("a process is taking the segment as a copy of another segment file".to_string());
     }
     if why.is_empty() {
         why.push("some shards did not sync".to_string());
@@ -414,10 +431,18 @@ impl Events {
                 report.lost_shards
             ));
         }
+        if let Some((old, new)) = report.copy_taken {
+            log(&format!(
+                "{} is a copy of another segment file (of an image, a snapshot or a restore): this host is {} in the fleet from now on, and reads what the segment held as the fleet's, under the old id {}",
+                config.segment.display(),
+                host_id_text(new),
+                host_id_text(old)
+            ));
+        }
         if let Some((old, new)) = report.renewed {
             // Once per copy found: each finds it once, and takes an id no other segment has.
             log(&format!(
-                "another segment runs under this host's id {} (a copy of this segment file, or this file restored from an older copy): this host is {} in the fleet from now on; what it counted before, the fleet has under the old id",
+                "another segment runs under this host's id {} (a copy of this segment in its own file: an older copy restored in place, or a disk cloned whole): this host is {} in the fleet from now on, and reads what the segment held as the fleet's, under the old id",
                 host_id_text(old),
                 host_id_text(new)
             ));

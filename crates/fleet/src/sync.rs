@@ -73,6 +73,11 @@ const TRIAL_FOLLOWED_S: u64 = 10;
 /// one).
 const MAX_DURATION_S: u64 = 86_400;
 
+/// How long a process may take to take a copy of the segment as another host (`fleet::take_copy`:
+/// a pass over the counters, milliseconds): a claim older is a process's that died doing it, or
+/// whoever wrote the segment file's, and this sidecar finishes the taking.
+const COPY_TAKEN_WITHIN_MS: u64 = 5_000;
+
 /// A sequence past this is not one this sidecar made (the segment's word was written by
 /// someone else): it starts again from 1, and Redis says where to go on from.
 const MAX_SEQUENCE: u64 = 1 << 50;
@@ -121,6 +126,12 @@ pub struct Report {
     /// The id this host had and the one it took instead, when it found another segment running
     /// under its id.
     pub renewed: Option<(u64, u64)>,
+    /// The id the segment had and the one it has, when this sidecar took it as a copy of another
+    /// segment (`fleet::take_copy`): the first to map it, or after the process that claimed it
+    /// died while it took it.
+    pub copy_taken: Option<(u64, u64)>,
+    /// Whether another process is taking the segment as a copy: nothing was synced.
+    pub copy_being_taken: bool,
     /// Shards Redis could not write (out of memory under `noeviction`), with what it said.
     pub unwritten: Vec<String>,
     /// Counters whose fleet counts the segment refused, with why.
@@ -281,17 +292,17 @@ pub struct Syncer {
     /// How far this host's clock is ahead of Redis's, in milliseconds, as it stamps buckets by
     /// (`Segment::fleet_clock`): moved only when the clock moved more than [`CLOCK_MOVED_MS`].
     clock: Option<i64>,
-    /// Since when this segment has its id (`Segment::fleet_since`, unix milliseconds; 0: since
-    /// it was made), and this host's counts of the buckets that began before (see `Observed`).
+    /// Since when this segment has its id (`Segment::fleet_since`, unix milliseconds; 0: every
+    /// count its own rings hold is its id's, as after `renew`), and this host's counts of the
+    /// buckets that began before (see `Observed`).
     since_ms: u64,
     inherited: HashMap<Bucket, Counts>,
-    /// Since this sidecar renewed the id: by bucket (Redis's clock), this segment's counts when it
-    /// did, which are the old id's to publish (see `renew`). Without it (the sidecar restarted
-    /// since), every bucket that began before the renewal is taken as the old id's whole.
-    baseline: Option<HashMap<Bucket, Counts>>,
-    /// The file the segment is in now, when the segment records another (`Segment::fleet_file`):
-    /// a copy, which takes an id of its own before it publishes anything.
-    copied_into: Option<(u64, u64)>,
+    /// The file this sidecar mapped the segment from (`Segment::file`): a segment that records
+    /// another is a copy, taken as another host before anything is published (`fleet::take_copy`).
+    file: (u64, u64),
+    /// Since when (monotonic milliseconds) another process has been taking the segment as a
+    /// copy: after [`COPY_TAKEN_WITHIN_MS`], it died doing so, and this sidecar finishes.
+    copy_being_taken_since: Option<u64>,
     /// The resets of the segment's reset log (`ResetLog`) taken into `pending_resets` already: by
     /// key and kind, the latest time (unix milliseconds, Redis's clock). A sidecar that starts
     /// takes every one again: sharing a reset twice is the same cut.
@@ -351,8 +362,8 @@ impl Syncer {
             resets_noted: HashMap::new(),
             since_ms: 0,
             inherited: HashMap::new(),
-            baseline: None,
-            copied_into: None,
+            file: (0, 0),
+            copy_being_taken_since: None,
         }
     }
 
@@ -380,11 +391,9 @@ impl Syncer {
         }
     }
 
-    /// The segment attached is in the file `current`, and records that it was made in (or last
-    /// found in) `recorded`: when they differ, the segment is a copy (of an image, a snapshot, a
-    /// restore), and its first sync takes an id of its own before it publishes anything.
-    pub fn attached_file(&mut self, recorded: (u64, u64), current: (u64, u64)) {
-        self.copied_into = (recorded != (0, 0) && recorded != current).then_some(current);
+    /// The segment attached was mapped from `file` (`Segment::file`).
+    pub fn attached_file(&mut self, file: (u64, u64)) {
+        self.file = file;
     }
 
     /// Forgets all it knows of Redis and of the segment: the next sync publishes all the segment
@@ -403,7 +412,6 @@ impl Syncer {
         self.stamps.clear();
         self.named = false;
         self.resets_noted.clear();
-        self.baseline = None;
     }
 
     /// A new connection: what Redis holds is checked again at the next call of each shard (the
@@ -473,11 +481,7 @@ impl Syncer {
                 let bucket = Bucket { duration, start: stamp };
                 // What the fleet has under this segment's old id, if it had one: not published
                 // again, nor read as another host's.
-                let inherited = match &self.baseline {
-                    Some(baseline) => baseline.get(&bucket).and_then(|counts| counts.get(service)).map_or(0, |c| c[usize::from(counter)]).min(count),
-                    None if start.saturating_mul(1000) < since_ms => count,
-                    None => 0,
-                };
+                let inherited = if start.saturating_mul(1000) < since_ms { count } else { 0 };
                 if inherited > 0 {
                     let counts = observed.inherited.entry(bucket).or_default().entry(service.to_vec()).or_default();
                     counts[usize::from(counter)] = (counts[usize::from(counter)] + inherited).min(MAX_COUNT);
@@ -496,11 +500,6 @@ impl Syncer {
             if counted.start.abs_diff(now) <= reach {
                 stamps.entry(*counted).or_insert(*stamp);
             }
-        }
-        // Kept for the buckets the segment still holds, no longer: bounded by the windows.
-        if let Some(baseline) = &mut self.baseline {
-            let held: HashSet<u64> = stamps.values().map(|stamp| stamp.start).collect();
-            baseline.retain(|bucket, _| held.contains(&bucket.start));
         }
         self.stamps = stamps;
         // A counter whose resets moved was reset: its counts are set as they are now, lower.
@@ -547,13 +546,35 @@ impl Syncer {
         self.now_ms = now_ms;
         self.now_offset = now_ms as i64 - monotonic_ms as i64;
         let now = now_ms / 1000;
+        let mut report = Report { complete: true, ..Report::default() };
+        // A copy of the segment is another host, taken as one by the first process that maps it,
+        // before it counts or publishes anything: this sidecar, when it is the first.
+        let id = segment.fleet_host_id();
+        match fleet::take_copy(segment, store, self.file, now) {
+            fleet::Copy::Own | fleet::Copy::Taken => self.copy_being_taken_since = None,
+            fleet::Copy::BeingTaken => match self.copy_being_taken_since {
+                Some(since) if monotonic_ms.saturating_sub(since) >= COPY_TAKEN_WITHIN_MS => {
+                    fleet::finish_taking_copy(segment, store, self.file, now);
+                    self.copy_being_taken_since = None;
+                }
+                since => {
+                    // Its own rings are moving: nothing is published from them until it is done.
+                    self.copy_being_taken_since = since.or(Some(monotonic_ms));
+                    (report.complete, report.copy_being_taken) = (false, true);
+                    return Ok(report);
+                }
+            },
+        }
+        if segment.fleet_host_id() != id {
+            report.copy_taken = Some((id, segment.fleet_host_id()));
+            self.attached(segment.fleet_host_id());
+        }
         // The sidecar's sequence, and how far this host's clock is ahead of Redis's, kept by the
         // segment; the window the adapters noted.
         let (sequence, clock) = (segment.fleet_sequence(), segment.fleet_clock());
         let noted = fleet::noted_window(segment.fleet_window_noted());
-        // Relaxed: a word the sidecar alone writes.
+        // Relaxed: a word the sidecar alone writes, but under a copy's claim, which ended above.
         self.since_ms = segment.fleet_since().load(Ordering::Relaxed);
-        let mut report = Report { complete: true, ..Report::default() };
         let mut round_trips = 0;
         if !self.clock_checked {
             // Before anything is stamped: Redis's time, once after the sidecar attached.
@@ -621,12 +642,6 @@ impl Syncer {
         todo.extend(self.trials_asked.keys().map(|service| fleet::shard_of(service)));
         let mut calls: HashMap<u32, u8> = HashMap::new();
         let mut marked = false;
-        // A copy of the segment (in another file than it records) takes an id of its own before it
-        // publishes anything (see `renew`).
-        if self.copied_into.is_some() {
-            self.renew(segment, &observed, &mut report);
-            return Ok(report);
-        }
         // At least once: this host's marks go even when it counts nothing.
         while !todo.is_empty() || !marked {
             // The shards this host knows go in one pipeline, with its marks; a shard it publishes
@@ -676,7 +691,7 @@ impl Syncer {
                 if stale {
                     // Redis applied a call of this id with a later sequence than this segment
                     // made: another segment runs under its id.
-                    self.renew(segment, &observed, &mut report);
+                    self.renew(segment, store, &mut report);
                     return Ok(report);
                 }
             }
@@ -698,38 +713,24 @@ impl Syncer {
         Ok(report)
     }
 
-    /// Another segment runs under this host's id (a copy of this segment file, or this file
-    /// restored from an older copy of it: Redis applied a call of the id with a later sequence
-    /// than this segment made, or the segment is in another file than it was made in). This one
-    /// takes an id of its own. What it counted before now is the old id's: the segment it was
-    /// copied from holds it too, and publishes it, or published it before the copy was restored;
-    /// this one neither publishes it again nor reads it as another host's (see `Observed`), so
-    /// that no event is counted twice (should Redis lose the old id's counts, those that no
-    /// segment under the old id holds any more are lost with them).
-    fn renew(&mut self, segment: &Segment, observed: &Observed, report: &mut Report) {
+    /// Another segment runs under this host's id (this file restored from an older copy of it, or
+    /// a copy that no process took as one: Redis applied a call of the id with a later sequence
+    /// than this segment made). This one takes an id of its own, as a copy is taken
+    /// (`fleet::take_copy`): every count its own rings hold is the old id's, which the fleet has
+    /// from the other segment (or had, before the copy was restored), and goes to its fleet rings,
+    /// where this host reads it among the other hosts' from now on; its own rings hold what it
+    /// counts after. So no event is counted twice, and the segment keeps the cut across the
+    /// sidecar's restarts (should Redis lose the old id's counts, or never have had them, those
+    /// that no segment under the old id holds any more are lost with them).
+    fn renew(&mut self, segment: &Segment, store: &Store<'_>, report: &mut Report) {
         let old = self.host_id;
-        // All it holds: what it publishes, and what it holds from before an earlier renewal of
-        // its own (a copy of a copy), which is another old id's.
-        let mut baseline: HashMap<Bucket, Counts> = HashMap::new();
-        let held = observed.counts.values().flatten().chain(self.inherited.iter());
-        for (bucket, counts) in held {
-            for (service, seen) in counts {
-                let base = baseline.entry(*bucket).or_default().entry(service.clone()).or_default();
-                for (base, seen) in base.iter_mut().zip(seen) {
-                    *base = (*base + seen).min(MAX_COUNT);
-                }
-            }
-        }
-        let renewed = segment.renew_fleet_host_id(self.now_ms);
-        if let Some(file) = self.copied_into.take() {
-            segment.note_fleet_file(file);
-        }
-        // The same segment under another id: its buckets keep their stamps, which the baseline
-        // names them by, and its clock's figure.
+        store.hand_own_counts_to_fleet(self.now_ms / 1000, CLOCK_BOUND_S);
+        let renewed = segment.renew_fleet_host_id(0);
+        // The same segment under another id: its buckets keep their stamps (a count after this
+        // one in the same bucket goes under the same), and its clock's figure.
         let (stamps, clock) = (std::mem::take(&mut self.stamps), self.clock);
         self.attached(renewed);
         (self.stamps, self.clock, self.clock_checked) = (stamps, clock, true);
-        self.baseline = Some(baseline);
         report.renewed = Some((old, renewed));
         report.complete = false;
     }
@@ -1168,11 +1169,16 @@ impl Syncer {
             }
         }
         let ahead = self.clock.unwrap_or(0);
-        // Not the services this call sent reset: Redis holds what it sent of them (their every
-        // bucket here: see `call`).
+        // Not the services this call sent reset, whose counts Redis holds as sent (their every
+        // bucket here: see `call`), unless a reset later than this host took from its segment, or
+        // shares, came first: the script then left out what it sent of them as well.
         let stripped = learned.iter().filter(|(service, at)| {
-            self.fleet_resets.get(service).is_none_or(|known| *at > known.at)
-                && !sent.resets.iter().any(|reset| &reset.service == service)
+            if sent.resets.iter().any(|reset| &reset.service == service) {
+                let took = sent.taken.iter().chain(&sent.reset_times).filter(|reset| &reset.service == service);
+                took.map(|reset| reset.time).max().is_none_or(|took| *at > took)
+            } else {
+                self.fleet_resets.get(service).is_none_or(|known| *at > known.at)
+            }
         });
         for (service, at) in stripped {
             for (bucket, bucket_state) in &mut state.buckets {
@@ -1299,10 +1305,8 @@ impl Syncer {
                 .filter(|(counted, _)| counted.start <= through)
                 .map(|(counted, stamp)| Bucket { start: stamp.start, ..*counted })
                 .collect();
-            for held in self.baseline.iter_mut().chain([&mut self.inherited]) {
-                for (_, counts) in held.iter_mut().filter(|(bucket, _)| cleared.contains(*bucket)) {
-                    counts.remove(&service);
-                }
+            for (_, counts) in self.inherited.iter_mut().filter(|(bucket, _)| cleared.contains(*bucket)) {
+                counts.remove(&service);
             }
             let [last_failure, status] = &self.config.state_suffixes;
             let counters = self.config.suffixes.iter().chain([last_failure]);

@@ -89,6 +89,11 @@ pub const MUTATIONS: &[Mutation] = &[
         defense: "the staleness rule: the fleet's counts decide only while the last sync is two intervals old at most",
         switch: Switch::Rust(Defense::Staleness),
     },
+    Mutation {
+        name: "copy-taken",
+        defense: "the copy taken: the first process to map a copied segment makes it another host before anything counts in it",
+        switch: Switch::Rust(Defense::CopyTaken),
+    },
 ];
 
 /// The line of the script that reads Redis's time, and what the simulation's copy reads instead:

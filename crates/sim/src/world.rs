@@ -117,6 +117,12 @@ struct Host {
     /// copy, and when: the old id's to publish, which Redis may lose for good.
     inherited: BTreeSet<usize>,
     inherited_at_ms: u64,
+    /// Whether its segment file was restored in place from an older copy and its sidecar has not
+    /// found it yet (only Redis can tell: the file is the one it records), and the events it
+    /// counted meanwhile: the old id's, which no segment publishes (the later self that would is
+    /// gone), lost as docs/fleet.md says.
+    restored_unfound: bool,
+    unpublished: BTreeSet<usize>,
     /// Who its resets are, to the truth: its index, until its segment is restored from a copy
     /// older than some of them (they are no longer in it).
     resetter: usize,
@@ -262,6 +268,8 @@ impl World<'_> {
             rejecting: BTreeMap::new(),
             inherited: BTreeSet::new(),
             inherited_at_ms: 0,
+            restored_unfound: false,
+            unpublished: BTreeSet::new(),
             resetter: index,
         }));
         index
@@ -313,7 +321,15 @@ impl World<'_> {
         let local_s = host.local_ms(now) / 1000;
         let key = format!("{service}_{}", COUNTERS[counter]);
         let store = Store::new(&host.segment);
+        // The first PHP process to map a copy takes it, before it counts (as at MINIT).
+        let taken = fleet::take_copy(&host.segment, &store, host.file, local_s) == fleet::Copy::Taken;
         fleet::note_window(host.segment.fleet_window_noted(), FleetWindow::of(&window));
+        if taken {
+            let name = host.name.clone();
+            self.note(format!("{name}'s PHP takes its segment, a copy, as another host's"));
+        }
+        let host = self.hosts[i].as_mut().expect("a live host");
+        let store = Store::new(&host.segment);
         if let Err(error) = store.increment(key.as_bytes(), &window, local_s) {
             let name = host.name.clone();
             self.note(format!("{name} cannot count {key}: {error:?}"));
@@ -327,7 +343,11 @@ impl World<'_> {
         let began_ms = (local_s / BUCKET_S * BUCKET_S * 1000) as i64 - host.skew_ms;
         let name = host.name.clone();
         let id = self.truth.count(service, counter, now as i64, began_ms);
-        self.host(i).held.insert(id);
+        let host = self.host(i);
+        host.held.insert(id);
+        if host.restored_unfound {
+            host.unpublished.insert(id);
+        }
         self.note(format!("{name} counts a {} of {service}", COUNTERS[counter]));
     }
 
@@ -366,14 +386,19 @@ impl World<'_> {
         let host = self.hosts[i].as_mut().expect("a live host");
         host.next_sync_ms = now + INTERVAL_MS;
         host.syncer.attached(host.segment.fleet_host_id());
-        host.syncer.attached_file(host.segment.fleet_file(), host.file);
+        host.syncer.attached_file(host.file);
         let store = Store::new(&host.segment);
         let mut said = Vec::new();
         let local_ms = host.local_ms(now);
         // A sidecar that renewed its id syncs again at once.
         for _ in 0..2 {
-            match host.syncer.sync(&mut host.link, &host.segment, &store, local_ms, now) {
+            let result = host.syncer.sync(&mut host.link, &host.segment, &store, local_ms, now);
+            if result.as_ref().is_ok_and(|report| report.copy_taken.is_some()) {
+                said.push("takes its segment, a copy, as another host's".into());
+            }
+            match result {
                 Ok(report) if report.renewed.is_some() => {
+                    host.restored_unfound = false;
                     // Not the ids themselves: drawn at random, they would differ from run to run.
                     said.push("finds another segment under its id, and takes one of its own".into());
                     continue;
@@ -678,6 +703,7 @@ impl World<'_> {
                     }
                     (host.inherited, host.inherited_at_ms) = (held.clone(), now);
                     host.held = held;
+                    host.restored_unfound = true;
                     let resetter = host.resetter;
                     host.resetter += 1_000;
                     host.restart_sidecar();
@@ -845,6 +871,9 @@ impl World<'_> {
         let _ = self.server.command(redis::cmd("CONFIG").arg("SET").arg("maxmemory").arg("0"));
         for key in std::mem::take(&mut self.foreign) {
             let _ = self.server.command(redis::cmd("DEL").arg(&key));
+            // What the shard held was lost when it was made a string, and nothing could be
+            // published there since.
+            self.lost_ms = self.now();
         }
         for i in self.alive() {
             let host = self.host(i);
@@ -858,14 +887,18 @@ impl World<'_> {
         self.advance(2 * INTERVAL_MS);
         self.check_views(true)?;
         // The events a live segment holds; but for one copied or restored, those it held then,
-        // once Redis lost data since: they are the old id's, which no segment may publish again.
+        // once Redis lost data since: they are the old id's, which no segment may publish again;
+        // and for one restored in place, those it counted before its sidecar found it.
         let held: Vec<BTreeSet<usize>> = self
             .hosts
             .iter()
             .flatten()
-            .map(|host| match self.lost_ms >= host.inherited_at_ms && !host.inherited.is_empty() {
-                true => host.held.difference(&host.inherited).copied().collect(),
-                false => host.held.clone(),
+            .map(|host| {
+                let held: BTreeSet<usize> = match self.lost_ms >= host.inherited_at_ms && !host.inherited.is_empty() {
+                    true => host.held.difference(&host.inherited).copied().collect(),
+                    false => host.held.clone(),
+                };
+                held.difference(&host.unpublished).copied().collect()
             })
             .collect();
         let settled_ms = self.now() as i64 - (BUCKET_S * 1500) as i64;
