@@ -26,11 +26,11 @@ target_dir=${CARGO_TARGET_DIR:-$PWD/target}
 cargo build --release
 [ "${GANESHA_SHM_CARGO_TEST:-1}" = 0 ] || cargo test --release --workspace --exclude ganesha-shm-fleet-sim
 # The fleet's simulation (tests/fleet-sim.sh, docs/development.md): the first 1,000 histories
-# with every fault but clock steps (439 breaks, an open defect: it must go on breaking until
+# with every fault but clock steps (489, 665 and 944 break, open defects: they must go on breaking until
 # fixed), and seeds with every fault that hold and catch each defense of the script and of the
 # reset switched off (--mutate).
 if [ "${GANESHA_SHM_CARGO_TEST:-1}" != 0 ] && [ "${GANESHA_SHM_FLEET_SIM:-1}" != 0 ]; then
-    bash tests/fleet-sim.sh --steady-clocks --seeds 1000 --known-broken 439
+    bash tests/fleet-sim.sh --steady-clocks --seeds 1000 --known-broken 489,665,944
     bash tests/fleet-sim.sh --seed 1,2,3,5,8,9,11,17,19,25
 fi
 

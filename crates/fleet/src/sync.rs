@@ -573,7 +573,8 @@ impl Syncer {
         // segment; the window the adapters noted.
         let (sequence, clock) = (segment.fleet_sequence(), segment.fleet_clock());
         let noted = fleet::noted_window(segment.fleet_window_noted());
-        // Relaxed: a word the sidecar alone writes, but under a copy's claim, which ended above.
+        // Relaxed: written by the sidecar, or by a process under a copy's claim, whose end
+        // `take_copy` acquired above.
         self.since_ms = segment.fleet_since().load(Ordering::Relaxed);
         let mut round_trips = 0;
         if !self.clock_checked {
@@ -1141,6 +1142,10 @@ impl Syncer {
                 *own = counts.iter().cloned().collect();
             }
         }
+        // The buckets whose rows of this host Redis holds as this call sent them, or returned as
+        // it holds them: known after this call, whatever a reset did.
+        let told: HashSet<Bucket> =
+            sent.updates.iter().map(|update| update.bucket).chain(reply.own.iter().map(|(bucket, _)| *bucket)).collect();
         for (bucket, blob) in reply.own {
             let Some((rows, skipped)) = packed::unpack_rows(&blob, MAX_COUNT) else {
                 bad += 1;
@@ -1169,19 +1174,12 @@ impl Syncer {
             }
         }
         let ahead = self.clock.unwrap_or(0);
-        // Not the services this call sent reset, whose counts Redis holds as sent (their every
-        // bucket here: see `call`), unless a reset later than this host took from its segment, or
-        // shares, came first: the script then left out what it sent of them as well.
-        let stripped = learned.iter().filter(|(service, at)| {
-            if sent.resets.iter().any(|reset| &reset.service == service) {
-                let took = sent.taken.iter().chain(&sent.reset_times).filter(|reset| &reset.service == service);
-                took.map(|reset| reset.time).max().is_none_or(|took| *at > took)
-            } else {
-                self.fleet_resets.get(service).is_none_or(|known| *at > known.at)
-            }
-        });
+        // In the others, the call that wrote a reset this host did not know of took its counts of
+        // the buckets that began before it.
+        let stripped =
+            learned.iter().filter(|(service, at)| self.fleet_resets.get(service).is_none_or(|known| *at > known.at));
         for (service, at) in stripped {
-            for (bucket, bucket_state) in &mut state.buckets {
+            for (bucket, bucket_state) in state.buckets.iter_mut().filter(|(bucket, _)| !told.contains(bucket)) {
                 if fleet::began_at_ms(*bucket, ahead) < *at as i64 && bucket_state.own.remove(service).is_some() {
                     dirty.insert(service.clone());
                 }

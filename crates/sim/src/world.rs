@@ -294,7 +294,17 @@ impl World<'_> {
                 let ms = self.rng.below(1_500) + 20;
                 self.advance(ms);
             }
-            55..=57 => self.reset_service(),
+            55..=57 => {
+                let i = self.reset_service();
+                // Now and then, while faults last, the round trip that shares the reset is held
+                // and delivered late, after those of the counts the host makes since.
+                if faulty && self.rng.chance(250) {
+                    let host = self.host(i);
+                    host.link.fault = Some(LinkFault::Hold);
+                    let name = host.name.clone();
+                    self.note(format!("link: {name}'s next round trip Hold"));
+                }
+            }
             58 => self.reset_all(),
             59..=79 => return self.ask_trial(),
             _ => self.fault(),
@@ -437,7 +447,8 @@ impl World<'_> {
         }
     }
 
-    fn reset_service(&mut self) {
+    /// A host resets a service; which host.
+    fn reset_service(&mut self) -> usize {
         let i = self.pick_host();
         let slot = self.rng.below(SLOTS);
         let service = self.service(slot);
@@ -458,6 +469,7 @@ impl World<'_> {
         let resetter = self.host(i).resetter;
         self.truth.reset(resetter, now as i64, Some(BTreeSet::from([service.clone()])), true);
         self.note(format!("{name} resets {service} (resetService)"));
+        i
     }
 
     fn reset_all(&mut self) {
@@ -761,14 +773,24 @@ impl World<'_> {
             let resetter = self.hosts[i].as_ref().expect("a live host").resetter;
             for service in &services {
                 for counter in 0..3 {
-                    let (view, fresh) = self.view(i, service, counter);
+                    let (own, others, fresh) = self.view_parts(i, service, counter);
+                    let view = own + if fresh { others } else { 0 };
+                    // (vi): the fleet's counts decide only while the last sync is at most two
+                    // intervals old; then the host decides on its own (docs/fleet.md).
+                    let age = SyncState::read(self.hosts[i].as_ref().expect("a live host").segment.fleet_words()).age_ms(self.now());
+                    if fresh && others > 0 && age.is_none_or(|age| age > 2 * INTERVAL_MS) {
+                        return Err(format!(
+                            "(vi) h{i}'s view of {service}'s {}s holds the fleet's {others} {} after its last sync",
+                            COUNTERS[counter],
+                            age.map_or("any time".to_string(), |age| format!("{age} ms"))
+                        ));
+                    }
                     let upper = match settled {
                         true => settled_upper.get(&(service.clone(), counter)).copied().unwrap_or(0),
                         false => self.truth.upper_for(resetter, service, counter),
                     };
                     self.checks += 1;
                     if view > upper {
-                        let (own, others, _) = self.view_parts(i, service, counter);
                         self.explain_view(i, service, counter);
                         self.explain(service, counter);
                         return Err(format!(
