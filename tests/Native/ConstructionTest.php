@@ -61,13 +61,15 @@ final class ConstructionTest extends TestCase
                 parent::__construct(null, static fn (): int => 1_000_000_000);
             }
         };
-        $key = Unique::name('construct_');
-        foreach ([$without, $with] as $adapter) {
+        // A key each: in one key's ring, the bucket of 2001 and the current one share a position
+        // one second in 62, and the later increment would take the other's count.
+        $keys = [Unique::name('construct_'), Unique::name('construct_')];
+        foreach ([$without, $with] as $i => $adapter) {
             $adapter->setContext(FakeContext::make(60));
-            $adapter->increment($key);
+            $adapter->increment($keys[$i]);
         }
-        self::assertSame(1, $without->load($key), 'the system clock');
-        self::assertSame(1, $with->load($key), 'the clock given, 2001');
+        self::assertSame(1, $without->load($keys[0]), 'the system clock');
+        self::assertSame(1, $with->load($keys[1]), 'the clock given, 2001');
     }
 
     public function testWrongConstructorArgumentsAreRefusedAsBefore(): void
