@@ -5,9 +5,11 @@
 # no history breaks an invariant, else the failing seed's history and the command that replays it.
 #
 #   bash tests/fleet-sim.sh --seeds N [--first S] [--seed S] [--hosts H] [--steps N]
-#                           [--mutate NAME] [--mutations] [--verbose] [--keep-going]
+#                           [--mutate NAME[+NAME…]] [--mutations] [--verbose] [--keep-going]
 #                           [--known-broken S[,S…]] [--jobs J]
+#   bash tests/fleet-sim.sh --teeth
 #
+# --teeth: each defense switched off breaks the seed named for it below, which holds with it on.
 # --jobs J (default 2): J redis-servers and as many threads, each playing every J-th seed.
 # --keep-going: every seed played, those that broke listed one line each.
 # --known-broken S[,S…]: seeds of open defects, expected to break; one that holds fails the run.
@@ -67,4 +69,23 @@ for port in "${ports[@]}"; do
     done
 done
 
-"$sim" --redis "$(IFS=,; echo "${ports[*]}")" "${args[@]}"
+redis=$(IFS=,; echo "${ports[*]}")
+for arg in "${args[@]}"; do
+    if [ "$arg" = --teeth ]; then
+        # Each defense switched off, on a seed that holds with it on (tests/run.sh plays those):
+        # the seed must break. The merge ("counts-only-grow") is not here: the sequence covers
+        # for it (docs/development.md).
+        teeth=(
+            "reset-clock 1" "reset-log 1" "reset-hides 1" "staleness 1" "birth 11"
+            "sequence 230 --steady-clocks" "lost-sums-reset 150 --steady-clocks"
+            "lost-sums-read 183 --steady-clocks" "copy-taken 12 --steady-clocks"
+            "trial-lease 148 --steady-clocks"
+        )
+        for tooth in "${teeth[@]}"; do
+            read -r mutation seed steady <<<"$tooth"
+            "$sim" --redis "$redis" --mutate "$mutation" --seed "$seed" --known-broken "$seed" $steady
+        done
+        exit 0
+    fi
+done
+"$sim" --redis "$redis" "${args[@]}"

@@ -91,6 +91,23 @@ final class DocsTest extends TestCase
         }
     }
 
+    /**
+     * A ```files block gives every source file a line and names nothing that is gone: a path
+     * indented under a folder or beside a file resolved against it, a description going on
+     * read as no entry.
+     */
+    public function testTheFileMapHasALineForEverySourceFileAndNamesNothingGone(): void
+    {
+        self::assertSame(
+            [
+                'docs/design.md:3: the file map has no line for crates/one/src/unlisted.rs',
+                'docs/design.md:3: the file map has no line for src/unlisted.rs',
+                'docs/design.md:6: the file map names crates/one/src/gone.rs, which is not in the repository',
+            ],
+            (new MarkdownDocs(self::FIXTURES . '/map'))->problems(),
+        );
+    }
+
     public function testAnchorsAreGitHubsSlugsOfTheHeadings(): void
     {
         self::assertSame('install', MarkdownDocs::slug('Install'));

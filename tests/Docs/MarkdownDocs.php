@@ -17,6 +17,10 @@ namespace Zeusi\GaneshaShmAdapter\Tests\Docs;
  *    first line is a comment starting with "# Example": a command the documentation shows and
  *    nothing runs is one that can stop working unnoticed.
  *  - Mermaid: every ```mermaid block starts with a diagram type Mermaid knows.
+ *  - The file map: a ```files block (docs/design.md's) gives every source file (SOURCES) a line
+ *    of its own, and names nothing that is not there. A line names a path then says what it
+ *    is; a path indented by two spaces is under the one above it (under a folder, or beside a
+ *    file); a line indented further goes on with the description above.
  *
  * Fenced code blocks and inline code spans are text, not links. No PHPUnit, no extension: also
  * run by tests/Docs/check.php.
@@ -37,6 +41,9 @@ final class MarkdownDocs
     private const SCRIPTS_EXCLUDED = ['tests/Docs/'];
 
     private const SHELL_FENCES = ['sh', 'bash', 'shell', 'console'];
+
+    /** The source files a file map lists, relative to the repository. */
+    public const SOURCES = ['src/**.rs', 'crates/*/src/**.rs', 'crates/*/src/**.lua', 'crates/*/tests/*.rs', 'crates/*/examples/*.rs'];
 
     /** Diagram types of Mermaid 11, as the first word of a diagram. */
     private const MERMAID_TYPES = [
@@ -372,6 +379,9 @@ final class MarkdownDocs
                     $problems[] = [$block['line'], "a Mermaid block starting with \"{$type}\", no diagram type Mermaid knows (" . \implode(', ', \array_slice(self::MERMAID_TYPES, 0, 5)) . ' ...)'];
                 }
             }
+            if ($block['info'] === 'files') {
+                \array_push($problems, ...$this->mapProblems($block));
+            }
             if (\in_array($block['info'], self::SHELL_FENCES, true)) {
                 foreach ($this->commands($block) as [$number, $command]) {
                     if (!\str_contains($this->scriptText(), self::spaces($command))) {
@@ -382,6 +392,64 @@ final class MarkdownDocs
         }
 
         return $problems;
+    }
+
+    /**
+     * What is wrong with a file map: a path it names that is not in the repository (at its line),
+     * a source file it has no line for (at the block's first line).
+     *
+     * @param array{line: int, body: list<array{int, string}>} $block
+     * @return list<array{int, string}>
+     */
+    private function mapProblems(array $block): array
+    {
+        $problems = [];
+        $listed = [];
+        $base = '';
+        foreach ($block['body'] as [$number, $line]) {
+            if (\preg_match('/^( {0,2})(\S+)(\s|$)/', $line, $m) !== 1) {
+                continue;   // blank, or the description above going on
+            }
+            $path = $m[1] === '' ? $m[2] : $base . $m[2];
+            if ($m[1] === '') {
+                $base = \str_ends_with($path, '/') ? $path : (\dirname($path) === '.' ? '' : \dirname($path) . '/');
+            }
+            if (!\file_exists($this->root . '/' . $path)) {
+                $problems[] = [$number, "the file map names {$path}, which is not in the repository"];
+            }
+            $listed[\rtrim($path, '/')] = true;
+        }
+        foreach ($this->sourceFiles() as $file) {
+            if (!isset($listed[$file])) {
+                $problems[] = [$block['line'], "the file map has no line for {$file}"];
+            }
+        }
+
+        return $problems;
+    }
+
+    /** @return list<string> the files of SOURCES, relative to the root, sorted */
+    private function sourceFiles(): array
+    {
+        $files = [];
+        foreach (['src', 'crates'] as $top) {
+            if (!\is_dir($this->root . '/' . $top)) {
+                continue;
+            }
+            $iterator = new \RecursiveIteratorIterator(new \RecursiveDirectoryIterator($this->root . '/' . $top, \FilesystemIterator::SKIP_DOTS));
+            foreach ($iterator as $file) {
+                $path = \substr($file->getPathname(), \strlen($this->root) + 1);
+                foreach (self::SOURCES as $pattern) {
+                    if ($file->isFile() && self::globMatches($pattern, $path)) {
+                        $files[] = $path;
+                        break;
+                    }
+                }
+            }
+        }
+        \sort($files);
+
+        return $files;
     }
 
     /**

@@ -609,6 +609,8 @@ end
 -- that wants the trial (its circuit rejects requests) takes it when nobody holds it or the
 -- holder's lease ended, and its lease is renewed at each of its calls while it wants it.
 local trials_written
+-- By service, until when Redis holds this host's lease of the trial as the call began.
+local leases_held = {}
 if #trials > 0 and not created then
   -- Kept as long as the resets: while a bucket that started before it may be read.
   local longest = read_until(1, 0)
@@ -625,6 +627,9 @@ if #trials > 0 and not created then
         and type(holder) == 'string' and is_time(lease) and lease <= now_ms + LONGEST_LEASE
         and math.floor(failure / 1000) + longest >= now then
       state[service] = { failure, holder, lease }
+      if holder == host and lease >= now_ms then
+        leases_held[service] = lease
+      end
     else
       figures.skipped, changed_trials = figures.skipped + 1, true
     end
@@ -662,12 +667,20 @@ if not full and #updates == 0 and #recount == 0 and #reset_times == 0 and versio
   resets_read(false)
   -- Only the readers' figures and the trials: refused when Redis is out of memory, and renewed
   -- next time.
+  local written
   if readers_changed and trials_written then
-    redis.pcall('HSET', key, 'r', cmsgpack.pack(readers), 't', trials_written)
+    written = redis.pcall('HSET', key, 'r', cmsgpack.pack(readers), 't', trials_written)
   elseif readers_changed then
     redis.pcall('HSET', key, 'r', cmsgpack.pack(readers))
   elseif trials_written then
-    redis.pcall('HSET', key, 't', trials_written)
+    written = redis.pcall('HSET', key, 't', trials_written)
+  end
+  -- A lease Redis refused to keep is nobody's: another host would take it too. The reply grants
+  -- only the leases Redis holds.
+  if type(written) == 'table' and written.err then
+    for _, out in ipairs(trials_out) do
+      out.lease = leases_held[out.service] or 0
+    end
   end
   return reply('ok', born, version, stored_sequence)
 end

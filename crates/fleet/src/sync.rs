@@ -703,8 +703,20 @@ impl Syncer {
         self.take_resets(store, &readers, now, &mut report);
         self.write_rings(store, &observed, now, &mut report);
         self.write_trials(store, &mut report);
-        if let Some(window) = fleet_only_window {
-            self.write_fleet_only(store, &observed, window, now, &mut report);
+        // The durations this sync's replies told of, when no window was known before the calls
+        // (a sidecar started anew on a host that has had no request since).
+        let fleet_only_window = fleet_only_window.or_else(|| {
+            store.fleet_only().and_then(|region| self.fleet_only_window(noted, &observed, region.shape().span))
+        });
+        match (fleet_only_window, store.fleet_only()) {
+            (Some(window), _) => self.write_fleet_only(store, &observed, window, now, &mut report),
+            // No window to read the fleet's other services in (none noted, none counted here, none
+            // told): what the region holds is an earlier sync's, which a fresh view would read as
+            // current. Emptied, as it is rewritten at every sync.
+            (None, Some(region)) => {
+                region.publish(&[]);
+            }
+            (None, None) => {}
         }
         if report.complete && !resets_waiting {
             // Release: a load that reads this sees the counts written above, which reflect

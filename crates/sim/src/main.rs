@@ -7,11 +7,12 @@
 //! the same steps to the same verdict. `tests/fleet-sim.sh` starts the redis-servers and runs it.
 //!
 //! Usage: fleet-sim --redis PORT[,PORT…] (--seeds N [--first S] | --seed S[,S…]) [--hosts H]
-//!        [--steps N] [--steady-clocks] [--mutate NAME] [--mutations] [--verbose] [--keep-going]
+//!        [--steps N] [--steady-clocks] [--mutate NAME[+NAME…]] [--mutations] [--verbose] [--keep-going]
 //!
 //! --keep-going plays every seed, and lists those that broke an invariant, one line each.
 //! --known-broken S[,S…]: seeds of open defects, expected to break (each said in one line); one
-//! that holds fails the run, so that the list only ever shrinks.
+//! that holds fails the run, so that the list only ever shrinks. With --mutate, the seeds that
+//! must break with the defense off (`tests/fleet-sim.sh --teeth`).
 
 mod link;
 mod mutation;
@@ -116,26 +117,28 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let mutation = match &args.mutate {
-        Some(name) => match mutation::MUTATIONS.iter().find(|mutation| mutation.name == name) {
-            Some(mutation) => Some(mutation),
+    // One defense, or several joined by `+` (a defense another covers for).
+    let mut mutations = Vec::new();
+    for name in args.mutate.iter().flat_map(|names| names.split('+')) {
+        match mutation::MUTATIONS.iter().find(|mutation| mutation.name == name) {
+            Some(mutation) => mutations.push(mutation),
             None => {
                 eprintln!("fleet-sim: no mutation {name:?} (--mutations lists them)");
                 return ExitCode::from(2);
             }
-        },
-        None => None,
-    };
-    let script = match mutation::script(mutation) {
+        }
+    }
+    let script = match mutation::script(&mutations) {
         Ok(script) => script,
         Err(error) => {
             eprintln!("fleet-sim: {error}");
             return ExitCode::from(2);
         }
     };
-    if let Some(mutation) = mutation {
+    for mutation in &mutations {
         mutation.switch_off();
     }
+    let off = args.mutate.as_ref().map(|names| format!(" with {names} off")).unwrap_or_default();
     let started = Instant::now();
     // One worker a server: each plays every n-th seed, in its own thread, on its own server.
     let seeds: Vec<u64> =
@@ -162,9 +165,10 @@ fn main() -> ExitCode {
                         Outcome::Held { .. } if known_broken.contains(&seed) => broken.push(format!(
                             "seed {seed} held, but is listed as broken: take it off --known-broken"
                         )),
-                        Outcome::Broke { invariant, .. } if known_broken.contains(&seed) => {
-                            println!("fleet-sim: seed {seed} broke, as known (an open defect): {invariant}");
-                        }
+                        Outcome::Broke { invariant, .. } if known_broken.contains(&seed) => match &mutated {
+                            Some(names) => println!("fleet-sim: seed {seed} broke with {names} off, as it must: {invariant}"),
+                            None => println!("fleet-sim: seed {seed} broke, as known (an open defect): {invariant}"),
+                        },
                         Outcome::Held { steps, checks: checked, history } => {
                             if verbose {
                                 println!("{}", history.join("\n"));
@@ -201,25 +205,16 @@ fn main() -> ExitCode {
     if args.keep_going && !broke.is_empty() {
         broke.sort_by_key(|line| line.split(':').next().and_then(|s| s.trim_start_matches("seed ").parse::<u64>().ok()));
         println!("{}", broke.join("\n"));
-        println!(
-            "fleet-sim: {} histories broke an invariant{}, {played} held ({elapsed:.1} s)",
-            broke.len(),
-            mutation.map(|m| format!(" with {} off", m.name)).unwrap_or_default(),
-        );
+        println!("fleet-sim: {} histories broke an invariant{off}, {played} held ({elapsed:.1} s)", broke.len());
         return ExitCode::FAILURE;
     }
     if let Some(first) = broke.first() {
         println!("{first}");
-        println!(
-            "fleet-sim: an invariant broke{} ({played} histories held before, {:.1} s)",
-            mutation.map(|m| format!(" with {} off", m.name)).unwrap_or_default(),
-            elapsed
-        );
+        println!("fleet-sim: an invariant broke{off} ({played} histories held before, {elapsed:.1} s)");
         return ExitCode::FAILURE;
     }
     println!(
-        "fleet-sim: {played} histories, {steps} steps, {checks} invariant checks, every invariant held{}{}, {elapsed:.1} s",
-        mutation.map(|m| format!(" with {} off", m.name)).unwrap_or_default(),
+        "fleet-sim: {played} histories, {steps} steps, {checks} invariant checks, every invariant held{off}{}, {elapsed:.1} s",
         if args.known_broken.is_empty() { String::new() } else { format!(" (and {} known broken)", args.known_broken.len()) }
     );
     ExitCode::SUCCESS

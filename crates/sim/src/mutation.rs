@@ -101,12 +101,14 @@ pub const MUTATIONS: &[Mutation] = &[
 const REDIS_TIME: &str = "  local time = redis.call('TIME')\n";
 const SIMULATED_TIME: &str = "  local time = { ARGV[2], ARGV[3] }\n";
 
-/// The simulation's copy of the script: Redis's time is the simulation's, and the defense of
-/// `mutation` is off.
-pub fn script(mutation: Option<&Mutation>) -> Result<String, String> {
+/// The simulation's copy of the script: Redis's time is the simulation's, and the defenses of
+/// `mutations` are off.
+pub fn script(mutations: &[&Mutation]) -> Result<String, String> {
     let mut script = replaced(ganesha_shm_fleet::sync::SCRIPT, REDIS_TIME, SIMULATED_TIME)?;
-    if let Some(Mutation { switch: Switch::Script { find, replace }, .. }) = mutation {
-        script = replaced(&script, find, replace)?;
+    for mutation in mutations {
+        if let Switch::Script { find, replace } = mutation.switch {
+            script = replaced(&script, find, replace)?;
+        }
     }
     Ok(script)
 }

@@ -26,6 +26,8 @@ const HALF_OPEN_S: u64 = 5;
 const PREFIX: &str = "ganesha_";
 /// The fleet's services at any time: slots whose names churn.
 const SLOTS: u64 = 5;
+/// The first services, whose circuits are open: their hosts ask for the half-open trial.
+const TRIAL_SLOTS: u64 = 2;
 /// Where every history starts on Redis's clock: the same on every machine.
 const START_MS: u64 = 1_900_000_000_000;
 /// How far a host's clock may be from Redis's: within the sidecar's bound of 60 s.
@@ -113,6 +115,8 @@ struct Host {
     snapshot: Option<(Vec<u64>, BTreeSet<usize>)>,
     /// By service: when it began rejecting requests (its circuit open), and when it last did.
     rejecting: BTreeMap<String, (u64, u64)>,
+    /// When its sidecar last completed a sync (Redis's clock, ms).
+    synced_ms: u64,
     /// The events its segment held when it was copied from another, or restored from an older
     /// copy, and when: the old id's to publish, which Redis may lose for good.
     inherited: BTreeSet<usize>,
@@ -266,6 +270,7 @@ impl World<'_> {
             held,
             snapshot: None,
             rejecting: BTreeMap::new(),
+            synced_ms: 0,
             inherited: BTreeSet::new(),
             inherited_at_ms: 0,
             restored_unfound: false,
@@ -314,12 +319,14 @@ impl World<'_> {
 
     fn count(&mut self) {
         let i = self.pick_host();
-        let slot = self.rng.below(SLOTS);
         let counter = match self.rng.below(100) {
             0..=49 => 0,
             50..=84 => 1,
             _ => 2,
         };
+        // The failures of the services whose circuits are open (`ask_trial`) are those that
+        // opened them and those of their trials: more would keep every trial from coming due.
+        let slot = if counter == 1 { TRIAL_SLOTS + self.rng.below(SLOTS - TRIAL_SLOTS) } else { self.rng.below(SLOTS) };
         let service = self.service(slot);
         self.count_event(i, &service, counter);
     }
@@ -414,6 +421,7 @@ impl World<'_> {
                     continue;
                 }
                 Ok(report) if report.complete => {
+                    host.synced_ms = now;
                     self.truth.shared(host.resetter);
                     SyncState { synced_at_ms: now, interval_ms: INTERVAL_MS, hosts: report.hosts as u64, errors: 0 }
                         .write(host.segment.fleet_words());
@@ -441,9 +449,14 @@ impl World<'_> {
             }
             break;
         }
+        // A round trip held arrives, now and then, after the calls this sync sent.
+        let delivered = if !host.link.held.is_empty() && self.rng.chance(300) { host.link.deliver_held() } else { 0 };
         let name = host.name.clone();
         for line in said {
             self.note(format!("{name} {line}"));
+        }
+        if delivered > 0 {
+            self.note(format!("link: {delivered} round trips of {name} held, delivered late"));
         }
     }
 
@@ -501,18 +514,39 @@ impl World<'_> {
         self.note(format!("{name} resets every service (reset)"));
     }
 
-    /// A host whose circuit of a service with failures is open rejects a request, and asks for
-    /// the half-open trial once it has rejected for two intervals (as Ganesha does, once due).
+    /// A service whose circuit is open gets requests on many hosts: one host rejects a request,
+    /// and so does every other host whose circuit of it is open.
     fn ask_trial(&mut self) -> Result<(), Broken> {
         let i = self.pick_host();
-        let slot = self.rng.below(2);
+        let slot = self.rng.below(TRIAL_SLOTS);
         let service = self.service(slot);
+        self.ask_trial_of(i, &service)?;
+        let now = self.now();
+        for j in self.alive() {
+            let open = self.hosts[j].as_ref().and_then(|host| host.rejecting.get(&service)).is_some_and(|&(_, last)| now <= last + 2 * INTERVAL_MS);
+            if j != i && open {
+                self.ask_trial_of(j, &service)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Host `i` rejects a request of `service` (a failure opened its circuit, unless it was open),
+    /// and asks for the half-open trial once it has rejected for two intervals (as Ganesha does,
+    /// once due).
+    fn ask_trial_of(&mut self, i: usize, service: &str) -> Result<(), Broken> {
         let now = self.now();
         let host = self.host(i);
-        let rejecting = host.rejecting.entry(service.clone()).or_insert((now, now));
+        let opened = !host.rejecting.contains_key(service);
+        let rejecting = host.rejecting.entry(service.to_string()).or_insert((now, now));
+        // Rejections two intervals apart or more: the sidecar no longer says the host wants the
+        // trial, until it rejected for two intervals again.
         let began = if now > rejecting.1 + 2 * INTERVAL_MS { now } else { rejecting.0 };
         *rejecting = (began, now);
-        self.count_event(i, &service, 2);
+        if opened {
+            self.count_event(i, service, 1);
+        }
+        self.count_event(i, service, 2);
         if now < began + 2 * INTERVAL_MS {
             return Ok(());
         }
@@ -532,13 +566,22 @@ impl World<'_> {
         }
         let name = host.name.clone();
         self.note(format!("{name} is granted the half-open trial of {service} (view {})", if fresh { "fresh" } else { "stale" }));
-        // (iv): while views are fresh, one trial a service and interval in the fleet: no other
-        // host granted one within the interval (less the clocks' slack), unless Redis lost the
-        // fleet's trials since.
+        // (iv): while views are fresh, one trial a service and interval in the fleet, unless
+        // Redis lost the fleet's trials since, or its shard holds another's data (a host with no
+        // word of the fleet's trial claims its own). A host that rejects renews its lease at each
+        // sync, for three intervals, and its view is fresh for two after: two hosts' grants are
+        // more than an interval apart. Once the earlier grant's failure reached Redis (its host
+        // synced since), no other host is granted in the interval after it (less the clocks'
+        // slack).
         let window_ms = HALF_OPEN_S * 1000 - 2_000;
-        if fresh && self.lost_ms + 3 * INTERVAL_MS < now {
+        let shared = !self.foreign.contains(&fleet::shard_key(FLEET, fleet::shard_of(service.as_bytes())));
+        if fresh && shared && self.lost_ms + 3 * INTERVAL_MS < now {
+            let synced_ms = |h: usize| self.hosts[h].as_ref().map_or(0, |host| host.synced_ms);
             if let Some(other) = self.truth.grants.iter().rev().find(|grant| {
-                grant.fresh && grant.service == service && grant.host != i && grant.at_ms + window_ms > now
+                grant.fresh
+                    && grant.service == service
+                    && grant.host != i
+                    && (grant.at_ms + INTERVAL_MS > now || (grant.at_ms + window_ms > now && synced_ms(grant.host) > grant.at_ms))
             }) {
                 return Err(format!(
                     "(iv) two half-open trials of {service} in one interval: h{} at {:.3}s and {name} at {:.3}s, both with fresh views",
@@ -548,9 +591,9 @@ impl World<'_> {
                 ));
             }
         }
-        self.truth.grants.push(Grant { at_ms: now, host: i, service: service.clone(), fresh });
+        self.truth.grants.push(Grant { at_ms: now, host: i, service: service.to_string(), fresh });
         // The trial fails: its failure restarts the interval.
-        self.count_event(i, &service, 1);
+        self.count_event(i, service, 1);
         Ok(())
     }
 
