@@ -431,25 +431,7 @@ final class MarkdownDocs
     /** @return list<string> the files of SOURCES, relative to the root, sorted */
     private function sourceFiles(): array
     {
-        $files = [];
-        foreach (['src', 'crates'] as $top) {
-            if (!\is_dir($this->root . '/' . $top)) {
-                continue;
-            }
-            $iterator = new \RecursiveIteratorIterator(new \RecursiveDirectoryIterator($this->root . '/' . $top, \FilesystemIterator::SKIP_DOTS));
-            foreach ($iterator as $file) {
-                $path = \substr($file->getPathname(), \strlen($this->root) + 1);
-                foreach (self::SOURCES as $pattern) {
-                    if ($file->isFile() && self::globMatches($pattern, $path)) {
-                        $files[] = $path;
-                        break;
-                    }
-                }
-            }
-        }
-        \sort($files);
-
-        return $files;
+        return $this->filesMatching(['src', 'crates'], self::SOURCES);
     }
 
     /**
@@ -550,29 +532,41 @@ final class MarkdownDocs
     /** @return list<string> the files of SCRIPTS, relative to the root */
     public function scriptFiles(): array
     {
-        $all = [];
-        foreach (['.ci', 'tests', 'packaging'] as $top) {
+        $files = $this->filesMatching(['.ci', 'tests', 'packaging'], self::SCRIPTS);
+
+        return \array_values(\array_filter($files, static function (string $file): bool {
+            foreach (self::SCRIPTS_EXCLUDED as $excluded) {
+                if (\str_starts_with($file, $excluded)) {
+                    return false;
+                }
+            }
+
+            return true;
+        }));
+    }
+
+    /**
+     * The files below the folders $tops that match one of $patterns, relative to the root, sorted.
+     *
+     * @param list<string> $tops
+     * @param list<string> $patterns
+     * @return list<string>
+     */
+    private function filesMatching(array $tops, array $patterns): array
+    {
+        $files = [];
+        foreach ($tops as $top) {
             if (!\is_dir($this->root . '/' . $top)) {
                 continue;
             }
             $iterator = new \RecursiveIteratorIterator(new \RecursiveDirectoryIterator($this->root . '/' . $top, \FilesystemIterator::SKIP_DOTS));
             foreach ($iterator as $entry) {
-                if ($entry->isFile()) {
-                    $all[] = \substr($entry->getPathname(), \strlen($this->root) + 1);
-                }
-            }
-        }
-        $files = [];
-        foreach ($all as $file) {
-            foreach (self::SCRIPTS_EXCLUDED as $excluded) {
-                if (\str_starts_with($file, $excluded)) {
-                    continue 2;
-                }
-            }
-            foreach (self::SCRIPTS as $pattern) {
-                if (self::globMatches($pattern, $file)) {
-                    $files[] = $file;
-                    break;
+                $file = \substr($entry->getPathname(), \strlen($this->root) + 1);
+                foreach ($patterns as $pattern) {
+                    if ($entry->isFile() && self::globMatches($pattern, $file)) {
+                        $files[] = $file;
+                        break;
+                    }
                 }
             }
         }
