@@ -74,7 +74,7 @@ for arg in "${args[@]}"; do
     if [ "$arg" = --teeth ]; then
         # Each defense switched off, on a seed that holds with it on (tests/run.sh plays those):
         # the seed must break. The merge ("counts-only-grow") is not here: the sequence covers
-        # for it (docs/development.md).
+        # for it; nor "lease-refused", which no history plays (docs/development.md).
         teeth=(
             "reset-clock 1" "reset-log 1" "reset-hides 1" "staleness 1" "birth 11"
             "sequence 230 --steady-clocks" "lost-sums-reset 150 --steady-clocks"

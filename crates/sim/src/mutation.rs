@@ -67,6 +67,14 @@ pub const MUTATIONS: &[Mutation] = &[
         },
     },
     Mutation {
+        name: "lease-refused",
+        defense: "a lease Redis refused to keep (out of memory) is granted to nobody",
+        switch: Switch::Script {
+            find: "  if type(written) == 'table' and written.err then\n    for _, out in ipairs(trials_out) do",
+            replace: "  if false then\n    for _, out in ipairs(trials_out) do",
+        },
+    },
+    Mutation {
         name: "lost-sums-reset",
         defense: "a reset takes the writers' counts of every bucket whose sums were lost, not only of those the sums name",
         switch: Switch::Script { find: "    if not rows then\n      hit[#hit + 1] = at[f]\n    end\n", replace: "" },
