@@ -406,7 +406,7 @@ fn snapshot_row(view: &ServiceView, counts_requests: bool) -> PhpResult<ZBox<Zen
 fn note_fleet_reset(store: &Store<'_>, key: &[u8], every: bool) -> PhpResult<()> {
     let now_ms =
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |since| since.as_millis() as u64);
-    if !fleet::note_reset(store, process::segment()?, key, every, now_ms) {
+    if !fleet::note_reset(store, key, every, now_ms, fleet::monotonic_ms()) {
         return Err(storage_exception(format!(
             "ganesha_shm: cannot share the reset of \"{}\" with the fleet: the key is longer than ganesha_shm.max_key_length",
             String::from_utf8_lossy(key)

@@ -113,6 +113,40 @@ final class FleetClockTest extends FleetTestCase
     }
 
     /**
+     * h2 sees 8 failures of a service. h1's sidecar is stopped, h1's clock steps back 30 s, and an
+     * operator resets the service on h1 before its sidecar runs again (which is when it could
+     * measure the step). The reset is dated by h1's monotonic clock, which the step did not move:
+     * every host takes h2's 8 failures, counted before it, and admits. (Dated by h1's clock less
+     * the figure measured before the step, it came 30 s early and took none of them.)
+     */
+    public function testAResetMadeAfterTheClockSteppedBackTakesTheFailuresCountedBeforeIt(): void
+    {
+        $clock = "{$this->dir}/h1.clock";
+        $operator = $this->startHost('h1', env: SkewedClock::steppable($this->dir, $clock));
+        $counter = $this->startHost('h2');
+        $hosts = [$operator, $counter];
+        $this->waitForSyncs($hosts, $this->nowMs(), 1);
+        $service = self::service('stepped');
+        $operator->record($service, 0, 1);
+        $counter->record($service, 8);
+        $this->waitForSyncs($hosts, $this->nowMs());
+        foreach ($hosts as $host) {
+            self::assertFalse($host->available($service), "{$host->name} rejects on h2's 8 failures before the reset");
+        }
+
+        $operator->sidecar->stop();
+        SkewedClock::step($clock, -30);
+        $operator->ask(['op' => 'reset', 'service' => $service]);
+        $operator->sidecar->run();
+        $this->waitUntil(fn () => ($operator->syncedAtMs() ?? 0) > 0, 'h1 syncs again once its sidecar is back');
+        $this->waitForSyncs($hosts, $this->nowMs(), 4);
+        foreach ($hosts as $host) {
+            self::assertSame(0, self::fleetCounts($host, $service)['failures'] ?? 0, "{$host->name}: none of h2's failures of before the reset\n" . $this->logs());
+            self::assertTrue($host->available($service), "{$host->name} admits after the reset");
+        }
+    }
+
+    /**
      * Four hosts on time see 4 failures each of a service: the fleet's 16 trip it. A host whose
      * clock is 30 s behind, and one 59 s behind, that never called the service reject it from
      * their first request, and send it none of 20: the fleet's buckets are in their window

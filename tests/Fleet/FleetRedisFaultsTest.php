@@ -363,6 +363,34 @@ final class FleetRedisFaultsTest extends FleetTestCase
     }
 
     /**
+     * A sidecar restarted after a step of its clock: h3 counts, its clock steps back 30 s, its
+     * sidecar syncs (and takes a new figure for what its clock reaches from then on), then
+     * restarts with nothing in memory. It stamps the buckets its segment holds by the figures the
+     * segment keeps, each as it was first shared: the other hosts' views have each of h3's events
+     * once. (Stamped anew by the figure after the step, the buckets of before it were shared a
+     * second time, 30 s later on Redis's clock.)
+     */
+    public function testASidecarRestartedAfterAStepSharesWhatWasCountedBeforeItOnce(): void
+    {
+        [$hosts, $clock] = $this->startHostsWithASteppableH3();
+        [$h1, $h2, $h3] = $hosts;
+        $service = $this->servicesCountedEverywhere($hosts, 'restarted', 1)[0];
+        $this->countEvents($h3, $service, 5, 2);
+        $this->waitForSyncs($hosts, $this->nowMs());
+        $this->assertExact($hosts, [$service], 'before the step');
+        SkewedClock::step($clock, -30);
+        $this->countEvents($h3, $service, 2, 1);
+        $this->waitForSyncs($hosts, $this->nowMs(), 2);
+        $h3->sidecar->stop();
+        $h3->sidecar->run();
+        $this->waitUntil(fn () => ($h3->syncedAtMs() ?? 0) > 0, "h3's sidecar syncs again");
+        $this->waitForSyncs($hosts, $this->nowMs(), 3);
+        $this->assertNeverAbove($hosts, [$service]);
+        $this->assertExact([$h1, $h2], [$service], "after h3's sidecar restarted, its clock 30 s behind");
+        self::report("h3 counted, its clock stepped back 30 s, its sidecar restarted: the others' views have each event once");
+    }
+
+    /**
      * What a host published goes down for one reason, said as such: a reset. h1 resets a service
      * (resetService()): within two intervals every view has nothing left of h1's counts before
      * the reset, and h1's counts after it join as before.

@@ -12,6 +12,8 @@
 pub enum Defense {
     /// The sidecar dates a reset on Redis's clock, not on its host's.
     ResetClock,
+    /// The sidecar dates a reset by this host's monotonic clock, which no step of its clock moves.
+    ResetMonotonic,
     /// The sidecar shares the resets the segment's reset log keeps, made while it was down too.
     ResetLog,
     /// The fleet's counts decide only while the sidecar's last sync is at most two intervals old.

@@ -156,21 +156,94 @@ pub fn read_clock(word: &AtomicU64) -> Option<i64> {
     (value != 0 && ahead.unsigned_abs() <= 366 * 86_400_000).then_some(ahead)
 }
 
-/// Notes a reset made on this host at `now_ms` (unix milliseconds, its clock) in the segment's
-/// reset log (`ResetLog`), for the sidecar to share with the fleet: of the service whose key stem
-/// is `key`, or with `every` of every service whose stem starts with it. It is dated on Redis's
-/// clock by the figure the sidecar keeps in the segment (`Segment::fleet_clock`), when it has
-/// measured one: a step of this host's clock after it (before the sidecar reads the log) does not
-/// move it. `false` when the key is longer than the log holds; `true` without fleet mode, which
-/// has no log.
-pub fn note_reset(store: &Store<'_>, segment: &Segment, key: &[u8], every: bool, now_ms: u64) -> bool {
+/// A figure the sidecar stamped this host's buckets by: how far its clock was ahead of Redis's
+/// (milliseconds), for the buckets that start after the bucket of `since_s` (this host's clock,
+/// seconds), the furthest its clock had reached when the figure was taken. A bucket takes the
+/// figure of the time its host's clock first reached it, so that a bucket counted in before a
+/// step of the clock and again after it is shared under one stamp, and a sidecar restarted
+/// stamps every bucket the segment holds as it was first shared.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClockFigure {
+    pub since_s: u64,
+    pub ahead_ms: i64,
+}
+
+/// How many figures the segment keeps: a bucket older than the oldest kept (after that many steps
+/// of the clock within a window) takes the oldest.
+pub const CLOCK_FIGURES: usize = crate::segment::FLEET_CLOCK_FIGURES_WORDS - 1;
+
+/// The most a figure kept may be, either way: past the bound nothing is shared, and the figure
+/// is kept as the bound's limit.
+const CLOCK_FIGURE_LIMIT_MS: i64 = (1 << 29) - 1;
+
+impl ClockFigure {
+    /// `[since: 34][ahead + 2^29: 30]`, never 0 (a word never written).
+    fn packed(self) -> u64 {
+        let ahead = self.ahead_ms.clamp(-CLOCK_FIGURE_LIMIT_MS, CLOCK_FIGURE_LIMIT_MS) + (1 << 29);
+        self.since_s.min((1 << 34) - 1) << 30 | ahead as u64
+    }
+
+    fn unpacked(word: u64) -> Option<Self> {
+        let ahead = (word & ((1 << 30) - 1)) as i64 - (1 << 29);
+        (word != 0 && ahead.abs() <= CLOCK_FIGURE_LIMIT_MS).then_some(Self { since_s: word >> 30, ahead_ms: ahead })
+    }
+
+    /// The figure a bucket of `duration` that starts at `start` (this host's clock) is stamped by,
+    /// of `figures` (oldest first): the latest taken before the clock first reached it.
+    pub fn of(figures: &[ClockFigure], start: u64, duration: u64) -> Option<i64> {
+        let duration = duration.max(1);
+        let reached = |figure: &&ClockFigure| start > figure.since_s / duration * duration;
+        figures.iter().rev().find(reached).or(figures.first()).map(|figure| figure.ahead_ms)
+    }
+}
+
+/// The figures the segment keeps (`Segment::fleet_clock_figures`), oldest first: what a sidecar
+/// that starts stamps the segment's buckets by. Words no sidecar wrote are left out.
+pub fn read_clock_figures(words: &[AtomicU64]) -> Vec<ClockFigure> {
+    // Acquire: pairs with `push_clock_figure`'s Release, so that the figures it counts are read.
+    let count = words[0].load(Ordering::Acquire);
+    (count.saturating_sub(CLOCK_FIGURES as u64)..count)
+        // Relaxed: ordered by the Acquire above.
+        .filter_map(|ticket| ClockFigure::unpacked(words[1 + (ticket % CLOCK_FIGURES as u64) as usize].load(Ordering::Relaxed)))
+        .collect()
+}
+
+/// Keeps `figure` in the segment, after the others (the sidecar alone writes them).
+pub fn push_clock_figure(words: &[AtomicU64], figure: ClockFigure) {
+    // Relaxed: the sidecar alone writes the count.
+    let count = words[0].load(Ordering::Relaxed);
+    // Relaxed: published by the Release store of the count below.
+    words[1 + (count % CLOCK_FIGURES as u64) as usize].store(figure.packed(), Ordering::Relaxed);
+    // Release: a reader that sees this count sees the figure written above.
+    words[0].store(count.wrapping_add(1), Ordering::Release);
+}
+
+/// Notes a reset made on this host at `now_ms` (unix milliseconds, its clock), `monotonic_ms` on
+/// its monotonic clock ([`monotonic_ms`]), in the segment's reset log (`ResetLog`), for the
+/// sidecar to share with the fleet: of the service whose key stem is `key`, or with `every` of
+/// every service whose stem starts with it. The sidecar dates it on Redis's clock
+/// ([`reset_on_redis_clock`]). `false` when the key is longer than the log holds; `true` without
+/// fleet mode, which has no log.
+pub fn note_reset(store: &Store<'_>, key: &[u8], every: bool, now_ms: u64, monotonic_ms: u64) -> bool {
     let Some(log) = store.reset_log() else { return true };
-    let figure = read_clock(segment.fleet_clock()).filter(|_| !defense::is_off(Defense::ResetClock));
-    let (time_ms, on_redis_clock) = match figure {
-        Some(ahead_ms) => (now_ms.saturating_add_signed(-ahead_ms), true),
-        None => (now_ms, false),
-    };
-    log.note(&NotedReset { time_ms, on_redis_clock, key: key.to_vec(), every })
+    log.note(&NotedReset { time_ms: now_ms, monotonic_ms, key: key.to_vec(), every })
+}
+
+/// When `reset` was made on Redis's clock (unix milliseconds), as the sidecar dates it in a sync
+/// in which this host's clock is `ahead_ms` ahead of Redis's and `now_offset_ms` ahead of its
+/// monotonic clock: by the monotonic clock, which no step of the clock moves, so that a step
+/// between the sidecar's last measure and the reset, or between the reset and this sync, does
+/// not move it (a reset dated early keeps counts of before it; dated late, it takes counts of
+/// after it). A reset whose monotonic time is not this boot's (a segment file kept across a
+/// reboot, or copied from another machine: its clock ran apart from this one's by more than the
+/// bound) is dated by its clock time, as the clock is now.
+pub fn reset_on_redis_clock(reset: &NotedReset, ahead_ms: i64, now_offset_ms: i64, monotonic_now_ms: u64) -> u64 {
+    let offset_then = reset.time_ms as i64 - reset.monotonic_ms as i64;
+    let this_boot = reset.monotonic_ms <= monotonic_now_ms
+        && offset_then.abs_diff(now_offset_ms) <= CLOCK_BOUND_S * 1000
+        && !defense::is_off(Defense::ResetMonotonic);
+    let time_ms = if this_boot { reset.monotonic_ms as i64 + now_offset_ms } else { reset.time_ms as i64 };
+    u64::try_from(time_ms - ahead_ms).unwrap_or(0)
 }
 
 /// What [`take_copy`] found of a segment.
@@ -340,27 +413,69 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_reset_is_noted_on_redis_clock_once_the_sidecar_measured_this_hosts() {
+    fn a_reset_is_noted_with_both_clocks_and_dated_on_redis_clock_by_the_monotonic_one() {
         use crate::segment::Settings;
         use crate::store::Layout;
         let settings = Settings { max_services: 4, max_key_length: 64, max_buckets: 60, fleet: true };
         let segment = Segment::create_anonymous(Layout::regions(settings)).unwrap();
         let store = Store::new(&segment);
-        // Before the sidecar measured the clock: on this host's, for the sidecar to convert.
-        assert!(note_reset(&store, &segment, b"ganesha_a", false, 1_800_000_050_000));
-        // This host's clock 20 s ahead of Redis's: the reset is dated on Redis's, so that a step of
-        // this clock before the sidecar reads the log does not move it.
-        write_clock(segment.fleet_clock(), 20_000);
-        assert!(note_reset(&store, &segment, b"ganesha_", true, 1_800_000_050_000));
-        assert!(!note_reset(&store, &segment, &[b'k'; 65], false, 1), "a key longer than the log holds");
+        // This host booted at 1_800_000_000_000 by its clock, then 20 s ahead of Redis's.
+        let (booted, made) = (1_800_000_000_000_u64, 50_000_u64);
+        assert!(note_reset(&store, b"ganesha_a", false, booted + made, made));
+        assert!(!note_reset(&store, &[b'k'; 65], false, 1, 1), "a key longer than the log holds");
         let noted = store.reset_log().unwrap().read();
-        assert_eq!(
-            noted,
-            vec![
-                NotedReset { time_ms: 1_800_000_050_000, on_redis_clock: false, key: b"ganesha_a".to_vec(), every: false },
-                NotedReset { time_ms: 1_800_000_030_000, on_redis_clock: true, key: b"ganesha_".to_vec(), every: true },
-            ]
-        );
+        let reset = NotedReset { time_ms: booted + made, monotonic_ms: made, key: b"ganesha_a".to_vec(), every: false };
+        assert_eq!(noted, vec![reset.clone()]);
+        let on_redis = booted + made - 20_000;
+        // No step: its clock's time less the figure.
+        let offset = booted as i64;
+        assert_eq!(reset_on_redis_clock(&reset, 20_000, offset, made + 900), on_redis);
+        // The clock stepped back 30 s before the reset, and the sidecar measured the figure again
+        // since: the reset's clock time is 30 s early, its monotonic time is not.
+        let stepped = NotedReset { time_ms: booted + made - 30_000, ..reset.clone() };
+        assert_eq!(reset_on_redis_clock(&stepped, -10_000, offset - 30_000, made + 900), on_redis);
+        // The clock stepped forward 15 s after the reset, and the sidecar's figure moved with it.
+        assert_eq!(reset_on_redis_clock(&reset, 35_000, offset + 15_000, made + 900), on_redis);
+        // Another boot's monotonic time (ahead of this one's, or its clock apart by more than the
+        // bound): dated by its clock time, less the figure.
+        assert_eq!(reset_on_redis_clock(&reset, 20_000, offset, made - 1), on_redis);
+        assert_eq!(reset_on_redis_clock(&reset, 20_000, offset + 3_600_000, made + 900), on_redis);
+    }
+
+    #[test]
+    fn a_bucket_is_stamped_by_the_figure_taken_before_the_clock_first_reached_it() {
+        let words: Vec<AtomicU64> = (0..crate::segment::FLEET_CLOCK_FIGURES_WORDS).map(|_| AtomicU64::new(0)).collect();
+        assert_eq!(read_clock_figures(&words), vec![], "a new segment has none");
+        assert_eq!(ClockFigure::of(&[], 100, 10), None);
+        // Taken at first; then the clock, at 1,000 s, stepped back 30 s; then, at 1,200 s, 20 s
+        // forward.
+        let figures = [
+            ClockFigure { since_s: 0, ahead_ms: 35_000 },
+            ClockFigure { since_s: 1_000, ahead_ms: 5_000 },
+            ClockFigure { since_s: 1_200, ahead_ms: 25_000 },
+        ];
+        for figure in figures {
+            push_clock_figure(&words, figure);
+        }
+        assert_eq!(read_clock_figures(&words), figures.to_vec());
+        let of = |start| ClockFigure::of(&figures, start, 10);
+        assert_eq!(of(990), Some(35_000), "counted in before the step back");
+        assert_eq!(of(1_000), Some(35_000), "the bucket the clock was in at the step back");
+        assert_eq!(of(1_010), Some(5_000), "reached after it");
+        assert_eq!(of(1_190), Some(5_000));
+        assert_eq!(of(1_200), Some(5_000), "the bucket the clock was in at the step forward");
+        assert_eq!(of(1_210), Some(25_000));
+        // The segment keeps the latest few: an older bucket takes the oldest kept.
+        for since_s in 2_000..2_000 + CLOCK_FIGURES as u64 {
+            push_clock_figure(&words, ClockFigure { since_s, ahead_ms: -(since_s as i64) });
+        }
+        let kept = read_clock_figures(&words);
+        assert_eq!(kept.len(), CLOCK_FIGURES);
+        assert_eq!(ClockFigure::of(&kept, 990, 10), Some(-2_000));
+        // Whoever can write the segment file can write anything here: figures within the limit.
+        words[1].store(u64::MAX, Ordering::Relaxed);
+        words[0].store(u64::MAX, Ordering::Relaxed);
+        assert!(read_clock_figures(&words).iter().all(|figure| figure.ahead_ms.abs() < 1 << 29));
     }
 
     #[test]

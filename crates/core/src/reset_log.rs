@@ -17,7 +17,7 @@
 //! So a reset is lost only when more than [`ENTRIES`] come between two reads of the sidecar, or
 //! when two writers a whole ring apart collide: the sidecar shares what it reads each interval.
 //!
-//! An entry: `[sequence][time][check: every 1 | on Redis's clock 1 | length 15 | hash 32 (, the
+//! An entry: `[sequence][time][monotonic time][check: every 1 | 0 | length 15 | hash 32 (, the
 //! rest 0)][key: 8 bytes to a word]`. Whoever can write the segment file can write a reset here, as they can write a
 //! count: a reader bounds every figure it reads by the shape, never a crash or a hang.
 
@@ -26,8 +26,8 @@ use crate::sync::{fence, AtomicU64, Ordering};
 /// Entries of the ring.
 pub const ENTRIES: usize = 64;
 
-/// Words of an entry before its key: its sequence, its time, its check.
-const ENTRY_HEADER_WORDS: usize = 3;
+/// Words of an entry before its key: its sequence, its time, its monotonic time, its check.
+const ENTRY_HEADER_WORDS: usize = 4;
 
 /// Tries a reader makes at an entry written meanwhile before it passes it over.
 const MAX_READS: usize = 3;
@@ -53,14 +53,14 @@ impl ResetLogShape {
 }
 
 /// A reset as the log keeps it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct NotedReset {
-    /// When it was made: unix milliseconds, on Redis's clock when `on_redis_clock` (this host's
-    /// clock less how far the sidecar last found it ahead of Redis's), else on this host's.
+    /// When it was made: unix milliseconds, this host's clock.
     pub time_ms: u64,
-    /// Whether `time_ms` is on Redis's clock: so that the sidecar shares the reset at the time it
-    /// was made even when this host's clock stepped before it read the log.
-    pub on_redis_clock: bool,
+    /// When it was made on this host's monotonic clock (`fleet::monotonic_ms`), which no step of
+    /// the clock moves: the sidecar dates the reset on Redis's clock by it, whenever the clock
+    /// stepped, before or after the reset (see `fleet::reset_on_redis_clock`).
+    pub monotonic_ms: u64,
     /// `resetService()`: the service's key stem (Ganesha's prefix and the service). `reset()`:
     /// the prefix every service of the configuration starts with.
     pub key: Vec<u8>,
@@ -104,7 +104,8 @@ impl<'a> ResetLog<'a> {
         let key_words = pack_key(&reset.key, self.shape.max_key_length.div_ceil(8));
         // Relaxed: published by the Release store of the even sequence below.
         entry[1].store(reset.time_ms, Ordering::Relaxed);
-        entry[2].store(check(reset.time_ms, reset.every, reset.on_redis_clock, &reset.key), Ordering::Relaxed);
+        entry[2].store(reset.monotonic_ms, Ordering::Relaxed);
+        entry[3].store(check(reset.time_ms, reset.monotonic_ms, reset.every, &reset.key), Ordering::Relaxed);
         for (word, value) in entry[ENTRY_HEADER_WORDS..].iter().zip(key_words) {
             word.store(value, Ordering::Relaxed);
         }
@@ -158,7 +159,8 @@ impl<'a> ResetLog<'a> {
             }
             // Relaxed: ordered by the Acquire above and the fence below.
             let time_ms = entry[1].load(Ordering::Relaxed);
-            let checked = entry[2].load(Ordering::Relaxed);
+            let monotonic_ms = entry[2].load(Ordering::Relaxed);
+            let checked = entry[3].load(Ordering::Relaxed);
             let key_words: Vec<u64> =
                 entry[ENTRY_HEADER_WORDS..].iter().map(|word| word.load(Ordering::Relaxed)).collect();
             // Acquire: the words above were read before the sequence is read again (a writer
@@ -167,26 +169,27 @@ impl<'a> ResetLog<'a> {
             if entry[0].load(Ordering::Relaxed) != before {
                 continue;
             }
-            let (every, on_redis_clock) = (checked >> 63 == 1, checked >> 62 & 1 == 1);
+            let every = checked >> 63 == 1;
             let length = (checked >> 32 & 0x7fff) as usize;
             if length > self.shape.max_key_length {
                 return ticket.map(|ticket| (ticket, None));
             }
             let key = unpack_key(&key_words, length);
-            let reset = (check(time_ms, every, on_redis_clock, &key) == checked)
-                .then_some(NotedReset { time_ms, on_redis_clock, key, every });
+            let reset = (check(time_ms, monotonic_ms, every, &key) == checked)
+                .then_some(NotedReset { time_ms, monotonic_ms, key, every });
             return ticket.map(|ticket| (ticket, reset));
         }
         ticket.map(|ticket| (ticket, None))
     }
 }
 
-/// The check word of an entry: `[every: 1][on Redis's clock: 1][length: 15][hash: 32]`, the hash
-/// (FNV-1a) of the time, the kind and the key, so that a mix of two writers' words shows.
-fn check(time_ms: u64, every: bool, on_redis_clock: bool, key: &[u8]) -> u64 {
-    let bytes = time_ms.to_le_bytes().into_iter().chain([u8::from(every)]).chain(key.iter().copied());
+/// The check word of an entry: `[every: 1][0: 1][length: 15][hash: 32]`, the hash (FNV-1a) of
+/// the times, the kind and the key, so that a mix of two writers' words shows.
+fn check(time_ms: u64, monotonic_ms: u64, every: bool, key: &[u8]) -> u64 {
+    let times = time_ms.to_le_bytes().into_iter().chain(monotonic_ms.to_le_bytes());
+    let bytes = times.chain([u8::from(every)]).chain(key.iter().copied());
     let hash = bytes.fold(0x811c_9dc5_u32, |hash, byte| (hash ^ u32::from(byte)).wrapping_mul(0x0100_0193));
-    u64::from(every) << 63 | u64::from(on_redis_clock) << 62 | (key.len() as u64 & 0x7fff) << 32 | u64::from(hash)
+    u64::from(every) << 63 | (key.len() as u64 & 0x7fff) << 32 | u64::from(hash)
 }
 
 fn pack_key(key: &[u8], words: usize) -> Vec<u64> {
@@ -214,7 +217,7 @@ mod tests {
     const SHAPE: ResetLogShape = ResetLogShape { entries: ENTRIES, max_key_length: 40 };
 
     fn reset(key: &str, time_ms: u64, every: bool) -> NotedReset {
-        NotedReset { time_ms, on_redis_clock: false, key: key.as_bytes().to_vec(), every }
+        NotedReset { time_ms, monotonic_ms: time_ms / 2, key: key.as_bytes().to_vec(), every }
     }
 
     #[test]
@@ -250,9 +253,14 @@ mod tests {
         // A writer killed half way: its sequence odd.
         entry[0].fetch_add(1, Ordering::Relaxed);
         assert_eq!(log.read(), vec![reset("ganesha_b", 6, false)]);
-        // Two writers' words mixed: another time under the first's check.
+        // Two writers' words mixed: another time, or another monotonic time, under the first's
+        // check.
         entry[0].fetch_add(1, Ordering::Relaxed);
         entry[1].store(99, Ordering::Relaxed);
+        assert_eq!(log.read(), vec![reset("ganesha_b", 6, false)]);
+        entry[1].store(5, Ordering::Relaxed);
+        assert_eq!(log.read().len(), 2, "the first's words again");
+        entry[2].store(99, Ordering::Relaxed);
         assert_eq!(log.read(), vec![reset("ganesha_b", 6, false)]);
     }
 

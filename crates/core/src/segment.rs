@@ -32,7 +32,7 @@ use memmap2::MmapRaw;
 pub const MAGIC: u64 = u64::from_ne_bytes(*b"GANESHM1");
 
 /// Bumped whenever the meaning of any word in the segment changes.
-pub const LAYOUT_VERSION: u64 = 5;
+pub const LAYOUT_VERSION: u64 = 6;
 
 /// Header words, by index. The statistics words are updated with `fetch_add` by any process.
 mod header {
@@ -81,8 +81,11 @@ mod header {
     /// `FILE_INODE` while a process takes a copy of the segment as its host's own (see
     /// [`super::Segment::claim_copy`]): no file has this inode.
     pub const COPY_BEING_TAKEN: u64 = u64::MAX;
-    /// Header length, three cache lines; the rest is left for later versions.
-    pub const WORDS: usize = 24;
+    /// The [`super::FLEET_CLOCK_FIGURES_WORDS`] words of the figures the fleet sidecar stamped
+    /// this host's buckets by (see [`super::Segment::fleet_clock_figures`]).
+    pub const FLEET_CLOCK_FIGURES: usize = 24;
+    /// Header length, four cache lines; the rest is left for later versions.
+    pub const WORDS: usize = 32;
 }
 
 /// Statistics words the header keeps for the layers above.
@@ -91,6 +94,11 @@ pub const STATS_WORDS: usize = 3;
 /// Words the header keeps for the fleet sidecar's state (see `fleet::SyncState`).
 pub const FLEET_WORDS: usize = 3;
 const _: () = assert!(header::FLEET_SYNC + FLEET_WORDS <= header::WORDS, "the fleet's words fit in the header");
+
+/// Words the header keeps for the figures the fleet sidecar stamped buckets by (see
+/// `fleet::ClockFigure`).
+pub const FLEET_CLOCK_FIGURES_WORDS: usize = 5;
+const _: () = assert!(header::FLEET_CLOCK_FIGURES + FLEET_CLOCK_FIGURES_WORDS <= header::WORDS, "the figures fit");
 
 /// Bytes of the header.
 pub const HEADER_BYTES: usize = header::WORDS * 8;
@@ -845,6 +853,13 @@ impl Segment {
         &self.words()[header::FLEET_CLOCK]
     }
 
+    /// The figures the fleet sidecar stamped this host's buckets by, and since when (see
+    /// `fleet::ClockFigure`): the sidecar alone writes and reads them, so that one restarted
+    /// stamps every bucket the segment holds as it was first shared, across steps of the clock.
+    pub fn fleet_clock_figures(&self) -> &[AtomicU64] {
+        &self.words()[header::FLEET_CLOCK_FIGURES..header::FLEET_CLOCK_FIGURES + FLEET_CLOCK_FIGURES_WORDS]
+    }
+
     /// How many resets of the reset log (`ResetLog::tickets`) the fleet's counts in the segment
     /// (the fleet rings, the fleet-only region) reflect: the sidecar read that many before the
     /// sync that wrote them. A key that a reset noted since covers reads none of the fleet's
@@ -944,7 +959,9 @@ pub mod guard {
             // The fleet's state is left out: a segment restored from this copy has no fleet view
             // until the sidecar syncs again, rather than one that looks as fresh as at startup.
             let fleet = (header::FLEET_SYNC..header::FLEET_SYNC + super::FLEET_WORDS).contains(&index)
-                || [header::FLEET_SEQUENCE, header::FLEET_CLOCK, header::FLEET_SINCE].contains(&index);
+                || [header::FLEET_SEQUENCE, header::FLEET_CLOCK, header::FLEET_SINCE].contains(&index)
+                || (header::FLEET_CLOCK_FIGURES..header::FLEET_CLOCK_FIGURES + super::FLEET_CLOCK_FIGURES_WORDS)
+                    .contains(&index);
             // Relaxed: read and written before the handler is installed.
             word.store(if fleet { 0 } else { value.load(Ordering::Relaxed) }, Ordering::Relaxed);
         }

@@ -609,6 +609,16 @@ impl<'a> Store<'a> {
                     Some(BucketWord::holding(generation, lap, before + moved.get()).0)
                 });
             }
+            // What the ring holds past that reach (a bucket ahead of a clock that stepped back
+            // further than the ring has room for ahead of the window) is the old id's too, which
+            // the segment copied publishes: emptied, or this host would publish it as its own
+            // once its clock reaches it.
+            for word in &own[..self.ring.len() as usize] {
+                update_word(word, &entry, |word| {
+                    let word = BucketWord(word);
+                    (word.generation() == generation && word.count() > 0).then(|| BucketWord::holding(generation, word.lap(), 0).0)
+                });
+            }
         }
     }
 
@@ -1425,6 +1435,26 @@ mod tests {
         assert_eq!(store.own_buckets(now, 60)[0].buckets, vec![(window.bucket_at(now) * 10, 1)], "what it counts after");
     }
 
+    /// A bucket counted before the clock stepped back further than the ring has room for ahead
+    /// of a window (one that fills the ring has none) is handed over with the rest: the copy
+    /// never publishes it as its own when its clock reaches it.
+    #[test]
+    fn a_copy_hands_over_the_buckets_its_ring_holds_past_the_export() {
+        let segment = fleet_segment(4);
+        let store = Store::new(&segment);
+        let window = window(MAX_BUCKETS as i64 * 10, Some(10));
+        let now = 1_000_000;
+        store.increment(b"k", &window, now).unwrap();
+        // Counted before the clock stepped back 30 s: three buckets ahead, past the export.
+        store.increment(b"k", &window, now + 30).unwrap();
+        store.note_fleet_window(b"k", &window).unwrap();
+        assert_eq!(store.own_buckets(now, 60)[0].buckets, vec![(window.bucket_at(now) * 10, 1)]);
+        store.hand_own_counts_to_fleet(now, 60);
+        for later in [now, now + 30] {
+            assert_eq!(store.own_buckets(later, 60)[0].buckets, vec![], "nothing its own at {later}");
+        }
+    }
+
     /// A clock stepped back puts the buckets counted before the step in its future: the export
     /// reads them still, up to the reach it is given and no further than the ring holds, so that
     /// what a host counted before a step back is never published short (a bucket counted after
@@ -1508,12 +1538,12 @@ mod tests {
         // resetService("svc"): the fleet's events of it from before the reset are not read
         // until the sidecar shared the reset and wrote the fleet's counts again.
         let log = store.reset_log().unwrap();
-        assert!(log.note(&NotedReset { time_ms: now * 1000, on_redis_clock: false, key: b"svc".to_vec(), every: false }));
+        assert!(log.note(&NotedReset { time_ms: now * 1000, monotonic_ms: now * 1000, key: b"svc".to_vec(), every: false }));
         assert_eq!(store.load_with_fleet(b"svc_failure", &window, now).unwrap(), (0, 0));
         assert_eq!(store.load_with_fleet(b"other_failure", &window, now).unwrap(), (0, 5), "another service");
         // reset(): every service under the prefix, those counted here too (the sidecar may
         // write the ring again before it shares the reset).
-        assert!(log.note(&NotedReset { time_ms: now * 1000, on_redis_clock: false, key: b"m".to_vec(), every: true }));
+        assert!(log.note(&NotedReset { time_ms: now * 1000, monotonic_ms: now * 1000, key: b"m".to_vec(), every: true }));
         assert_eq!(store.load_with_fleet(b"mine_failure", &window, now).unwrap(), (1, 0));
 
         // The sidecar's sync that shared them: what it writes counts again.
@@ -1717,8 +1747,8 @@ mod tests {
         assert_eq!(layout.bytes_per_service(), (4608 * 1264 + 1536 * 280) / 1024);
         assert_eq!(layout.bytes_per_service(), 6108);
         // segment header, then each table: its count and cursor, its bitmap, its slots
-        assert_eq!(layout.segment_bytes(), 192 + 16 + 576 + 4608 * 1264 + 16 + 192 + 1536 * 280);
-        assert_eq!(layout.segment_bytes(), 6_255_584);
+        assert_eq!(layout.segment_bytes(), 256 + 16 + 576 + 4608 * 1264 + 16 + 192 + 1536 * 280);
+        assert_eq!(layout.segment_bytes(), 6_255_648);
     }
 
     #[test]

@@ -46,8 +46,9 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use ganesha_shm_core::defense::{self, Defense};
-use ganesha_shm_core::fleet::{self, Bucket, CLOCK_BOUND_S, CLOCK_MOVED_MS, MAX_COUNT};
+use ganesha_shm_core::fleet::{self, Bucket, ClockFigure, CLOCK_BOUND_S, CLOCK_MOVED_MS, MAX_COUNT};
 use ganesha_shm_core::fleet_only::FleetOnlyEntry;
+use ganesha_shm_core::reset_log::NotedReset;
 use ganesha_shm_core::segment::Segment;
 use ganesha_shm_core::store::{FleetWindow, Store, TableKind};
 use redis::{Cmd, Value};
@@ -307,6 +308,10 @@ pub struct Syncer {
     /// key and kind, the latest time (unix milliseconds, Redis's clock). A sidecar that starts
     /// takes every one again: sharing a reset twice is the same cut.
     resets_noted: HashMap<(Vec<u8>, bool), u64>,
+    /// Each reset the log holds, as this sidecar first dated it on Redis's clock: dated once, so
+    /// that a measure of the clock a few milliseconds off at a later sync does not make it
+    /// another, later reset to share again.
+    resets_dated: HashMap<NotedReset, u64>,
     /// How long after its start this host reads a bucket of each duration, as the last sync said
     /// (see `readers`): whether a shard it finds gone should still have been there.
     readers: BTreeMap<u64, u64>,
@@ -327,9 +332,10 @@ pub struct Syncer {
     /// figure was last measured: a step of the clock shows as a change.
     now_offset: i64,
     offset_measured: Option<i64>,
-    /// The figure before the clock last stepped back: a bucket ahead of the clock, that no stamp
-    /// names, was counted before that step, under that figure.
-    figure_before_step_back: Option<i64>,
+    /// The figures this host's buckets are stamped by, oldest first, as the segment keeps them
+    /// (`fleet::ClockFigure`): a bucket no stamp names yet takes the one taken before the clock
+    /// first reached it.
+    figures: Vec<ClockFigure>,
 }
 
 impl Syncer {
@@ -356,10 +362,11 @@ impl Syncer {
             now_ms: 0,
             now_offset: 0,
             offset_measured: None,
-            figure_before_step_back: None,
+            figures: Vec::new(),
             readers: BTreeMap::new(),
             named: false,
             resets_noted: HashMap::new(),
+            resets_dated: HashMap::new(),
             since_ms: 0,
             inherited: HashMap::new(),
             file: (0, 0),
@@ -408,10 +415,11 @@ impl Syncer {
         self.clock = None;
         self.clock_checked = false;
         self.offset_measured = None;
-        self.figure_before_step_back = None;
+        self.figures.clear();
         self.stamps.clear();
         self.named = false;
         self.resets_noted.clear();
+        self.resets_dated.clear();
     }
 
     /// A new connection: what Redis holds is checked again at the next call of each shard (the
@@ -468,12 +476,9 @@ impl Syncer {
                 let duration = own.window.bucket_duration;
                 let counted = Bucket { duration, start };
                 // Published under the stamp it was first published under, else on Redis's clock:
-                // by the figure it was counted under, the one before the clock stepped back for a
-                // bucket ahead of the clock (one bucket ahead is a writer's, see `ring_range`).
-                let figure = match self.figure_before_step_back {
-                    Some(before) if start > (now / duration + 1) * duration => before,
-                    _ => ahead,
-                };
+                // by the figure taken before the clock first reached it (one taken since a step
+                // back would stamp the bucket counted in before the step anew).
+                let figure = ClockFigure::of(&self.figures, start, duration).unwrap_or(ahead);
                 let stamp =
                     self.stamps.get(&counted).copied().unwrap_or_else(|| Stamp { start: stamp_of(counted, figure), figure });
                 stamps.insert(counted, stamp);
@@ -582,18 +587,22 @@ impl Syncer {
             let time = redis_time_ms(&link.time()?).ok_or_else(|| unexpected("TIME's reply is not a time"))?;
             round_trips += 1;
             self.clock = self.clock.or(fleet::read_clock(clock));
+            if self.figures.is_empty() {
+                self.figures = fleet::read_clock_figures(segment.fleet_clock_figures());
+            }
             // The buckets the segment holds may have been published before this sidecar attached,
-            // under the figure the segment keeps: they keep the stamps they have under it, though
-            // the clock moved since (a count published under two stamps would count twice).
+            // under the figures the segment keeps: they keep the stamps they have under them,
+            // though the clock moved since (a count published under two stamps would count twice).
             if let (Some(figure), true) = (self.clock, self.stamps.is_empty()) {
                 for own in store.own_buckets(now, CLOCK_BOUND_S) {
                     for &(start, _) in &own.buckets {
                         let counted = Bucket { duration: own.window.bucket_duration, start };
+                        let figure = ClockFigure::of(&self.figures, start, counted.duration).unwrap_or(figure);
                         self.stamps.insert(counted, Stamp { start: stamp_of(counted, figure), figure });
                     }
                 }
             }
-            self.measured(now_ms as i64 - time as i64, clock);
+            self.measured(segment, now_ms as i64 - time as i64, now);
             self.clock_checked = true;
         }
         // The clock stepped since the figure was measured (its time moved against the monotonic
@@ -603,10 +612,9 @@ impl Syncer {
         if let Some(measured) = self.offset_measured {
             let step = self.now_offset - measured;
             if step.abs() > CLOCK_MOVED_MS {
-                if step < 0 {
-                    self.figure_before_step_back = Some(self.clock.unwrap_or(0));
-                }
-                self.measured(self.clock_ahead_ms + step, clock);
+                // The furthest the clock had reached: where it would be now without the step.
+                let reached = u64::try_from((now_ms as i64 - step).div_euclid(1000)).unwrap_or(0);
+                self.measured(segment, self.clock_ahead_ms + step, reached);
             }
         }
         let mut observed = self.observe(store, now);
@@ -698,7 +706,7 @@ impl Syncer {
             }
             todo = again;
         }
-        self.measured(self.clock_ahead_ms, clock);
+        self.measured(segment, self.clock_ahead_ms, now);
         self.forget_gone(&readers);
         self.take_resets(store, &readers, now, &mut report);
         self.write_rings(store, &observed, now, &mut report);
@@ -741,9 +749,9 @@ impl Syncer {
         let renewed = segment.renew_fleet_host_id(0);
         // The same segment under another id: its buckets keep their stamps (a count after this
         // one in the same bucket goes under the same), and its clock's figure.
-        let (stamps, clock) = (std::mem::take(&mut self.stamps), self.clock);
+        let (stamps, clock, figures) = (std::mem::take(&mut self.stamps), self.clock, std::mem::take(&mut self.figures));
         self.attached(renewed);
-        (self.stamps, self.clock, self.clock_checked) = (stamps, clock, true);
+        (self.stamps, self.clock, self.figures, self.clock_checked) = (stamps, clock, figures, true);
         report.renewed = Some((old, renewed));
         report.complete = false;
     }
@@ -760,18 +768,21 @@ impl Syncer {
         let Some(log) = store.reset_log().filter(|_| !defense::is_off(Defense::ResetLog)) else { return false };
         let knows_fleet = (0..fleet::SHARDS).all(|shard| self.shards.get(&shard).is_some_and(|state| state.replied));
         let mut waiting = false;
-        // By key and kind, the latest, on Redis's clock: as the log dates it, or, for a reset
-        // noted before this host's clock was measured, by the figure measured since.
+        // By key and kind, the latest, on Redis's clock.
         let ahead_ms = if defense::is_off(Defense::ResetClock) { 0 } else { self.clock_ahead_ms };
+        let monotonic_ms = u64::try_from(self.now_ms as i64 - self.now_offset).unwrap_or(0);
         let mut noted: HashMap<(Vec<u8>, bool), u64> = HashMap::new();
+        let mut dated = HashMap::new();
         for reset in log.read() {
-            let at = match reset.on_redis_clock {
-                true => reset.time_ms,
-                false => u64::try_from(reset.time_ms as i64 - ahead_ms).unwrap_or(0),
+            let at = match self.resets_dated.get(&reset) {
+                Some(&at) => at,
+                None => fleet::reset_on_redis_clock(&reset, ahead_ms, self.now_offset, monotonic_ms),
             };
-            let latest = noted.entry((reset.key, reset.every)).or_default();
+            let latest = noted.entry((reset.key.clone(), reset.every)).or_default();
             *latest = at.max(*latest);
+            dated.insert(reset, at);
         }
+        self.resets_dated = dated;
         let mut made: Vec<(Vec<u8>, u64)> = Vec::new();
         for ((key, every), &at) in &noted {
             if self.resets_noted.get(&(key.clone(), *every)).is_some_and(|&taken| taken >= at) {
@@ -806,15 +817,35 @@ impl Syncer {
 
     /// Takes a measure of how far this host's clock is ahead of Redis's: the figure buckets are
     /// stamped by moves, and is kept in the segment, only when the clock moved by more than
-    /// [`CLOCK_MOVED_MS`] from it (a reply's time is late by its round trip).
-    fn measured(&mut self, ahead_ms: i64, word: &AtomicU64) {
+    /// [`CLOCK_MOVED_MS`] from it (a reply's time is late by its round trip), for the buckets
+    /// after the one of `reached_s`, the furthest the clock had reached (this host's seconds).
+    fn measured(&mut self, segment: &Segment, ahead_ms: i64, reached_s: u64) {
         self.offset_measured = Some(self.now_offset);
         self.clock_ahead_ms = ahead_ms;
         self.clock_ahead_s = ahead_ms.div_euclid(1000);
-        if self.clock.is_none_or(|figure| (figure - ahead_ms).abs() > CLOCK_MOVED_MS) {
-            self.clock = Some(ahead_ms);
-            fleet::write_clock(word, ahead_ms);
+        if self.clock.is_some_and(|figure| (figure - ahead_ms).abs() <= CLOCK_MOVED_MS) {
+            return;
         }
+        let words = segment.fleet_clock_figures();
+        // The figure every bucket before has (one the segment kept without the figures that
+        // came with it: none, or whoever can write the file wrote them).
+        if let (Some(figure), true) = (self.clock, self.figures.is_empty()) {
+            let first = ClockFigure { since_s: 0, ahead_ms: figure };
+            self.figures.push(first);
+            fleet::push_clock_figure(words, first);
+        }
+        let since_s = match self.figures.last() {
+            Some(last) => reached_s.max(last.since_s),
+            None => 0,
+        };
+        let figure = ClockFigure { since_s, ahead_ms };
+        self.figures.push(figure);
+        if self.figures.len() > fleet::CLOCK_FIGURES {
+            self.figures.remove(0);
+        }
+        fleet::push_clock_figure(words, figure);
+        self.clock = Some(ahead_ms);
+        fleet::write_clock(segment.fleet_clock(), ahead_ms);
     }
 
     /// The bucket, on Redis's clock, that this host reads as `counted` (its own clock).

@@ -33,6 +33,11 @@ pub const MUTATIONS: &[Mutation] = &[
         switch: Switch::Rust(Defense::ResetClock),
     },
     Mutation {
+        name: "reset-monotonic",
+        defense: "the reset's monotonic time: a step of its host's clock before or after a reset does not move its date",
+        switch: Switch::Rust(Defense::ResetMonotonic),
+    },
+    Mutation {
         name: "reset-log",
         defense: "the reset kept by the segment: a reset made while the sidecar was down is shared",
         switch: Switch::Rust(Defense::ResetLog),

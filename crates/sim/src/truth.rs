@@ -1,7 +1,8 @@
 //! What the simulated fleet counted, as the simulation knows it (every event, every reset, every
 //! half-open trial granted), and the invariants a host's view is judged by against it.
 //!
-//! A host's clock and the counts' stamps are known only within a few seconds, and a reset takes
+//! A host's clock and the counts' stamps are known only within a few seconds (and, once its clock
+//! stepped, a bucket's start only within the step: see `Truth::began`), and a reset takes
 //! whole buckets (the bucket it fell in goes with it, on every host that learns of it after it
 //! counted there), so each event is judged in three ways for each reset of its service: cut (its
 //! bucket began before the reset by more than the slack), kept (its bucket began after it by more
@@ -36,6 +37,12 @@ pub struct Event {
     /// When it was counted, and when the bucket it was counted in began, on Redis's clock.
     pub at_ms: i64,
     pub bucket_began_ms: i64,
+    /// The host that counted it, and its bucket's start on that host's clock.
+    host: usize,
+    bucket_local_ms: i64,
+    /// When its bucket began on Redis's clock, as its host may judge it: the earliest and the
+    /// latest by the figures its clock had since the bucket's first event (see `began`).
+    began: (i64, i64),
     /// The resetters a reset of which cut it where it was made.
     cut_here: BTreeSet<usize>,
 }
@@ -79,33 +86,85 @@ pub struct Truth {
     cut_by: BTreeMap<(usize, String, usize), u64>,
     /// Every event counted, by service and counter.
     counted: BTreeMap<(String, usize), u64>,
+    /// By host, how far its clock was ahead of Redis's, from when (Redis's clock).
+    skews: BTreeMap<usize, Vec<(i64, i64)>>,
+    /// By host and a bucket's start on its clock, when its first event was counted.
+    bucket_first: BTreeMap<(usize, i64), i64>,
 }
 
 impl Truth {
-    /// An event counted at `at_ms` (Redis's clock) in a bucket that began at `bucket_began_ms`;
-    /// its id.
-    pub fn count(&mut self, service: &str, counter: usize, at_ms: i64, bucket_began_ms: i64) -> usize {
+    /// An event counted at `at_ms` (Redis's clock) by `host`, whose clock is `skew_ms` ahead of
+    /// Redis's, in its bucket that starts at `bucket_local_ms` on its clock; its id.
+    pub fn count(&mut self, service: &str, counter: usize, at_ms: i64, host: usize, skew_ms: i64, bucket_local_ms: i64) -> usize {
         *self.counted.entry((service.to_string(), counter)).or_default() += 1;
-        self.events.push(Event { service: service.to_string(), counter, at_ms, bucket_began_ms, cut_here: BTreeSet::new() });
-        self.events.len() - 1
+        self.clock(host, at_ms, skew_ms);
+        self.bucket_first.entry((host, bucket_local_ms)).or_insert(at_ms);
+        let bucket_began_ms = bucket_local_ms - skew_ms;
+        let (cut_here, began) = (BTreeSet::new(), (bucket_began_ms, bucket_began_ms));
+        let event = Event { service: service.to_string(), counter, at_ms, bucket_began_ms, host, bucket_local_ms, began, cut_here };
+        self.events.push(event);
+        let id = self.events.len() - 1;
+        self.events[id].began = self.began(&self.events[id]);
+        id
+    }
+
+    /// `host`'s clock is `skew_ms` ahead of Redis's from `at_ms` (Redis's clock) on.
+    pub fn clock(&mut self, host: usize, at_ms: i64, skew_ms: i64) {
+        let skews = self.skews.entry(host).or_default();
+        match skews.last() {
+            None => skews.push((at_ms, skew_ms)),
+            Some(&(_, last)) if last != skew_ms => {
+                skews.push((at_ms, skew_ms));
+                // A step: the buckets of before it may be judged to begin at other times now.
+                for event in self.events.iter_mut().filter(|event| event.host == host) {
+                    let began = event.bucket_local_ms - skew_ms;
+                    event.began = (event.began.0.min(began), event.began.1.max(began));
+                }
+                self.cut_where_made();
+            }
+            Some(_) => {}
+        }
+    }
+
+    /// The events each host's sure resets cut where they were made, at once: they leave that
+    /// host's view.
+    fn cut_where_made(&mut self) {
+        let mut cut_here: Vec<BTreeSet<usize>> = vec![BTreeSet::new(); self.events.len()];
+        for reset in self.resets.iter().filter(|reset| reset.sure) {
+            for (id, event) in self.events.iter().enumerate() {
+                if reset.covers(&event.service) && self.judge(event, reset) == Verdict::Cut {
+                    cut_here[id].insert(reset.resetter);
+                }
+            }
+        }
+        self.cut_by.clear();
+        for (event, cut_here) in self.events.iter_mut().zip(cut_here) {
+            for &resetter in &cut_here {
+                *self.cut_by.entry((resetter, event.service.clone(), event.counter)).or_default() += 1;
+            }
+            event.cut_here = cut_here;
+        }
+    }
+
+    /// When `event`'s bucket began on Redis's clock, as its host may judge it: by its clock's
+    /// figure at any time since the bucket's first event. A bucket's start is judged by the figure
+    /// its host has when it is judged, and a clock stepped back counts again in a bucket it
+    /// counted in before the step: the bucket began at two times.
+    fn began(&self, event: &Event) -> (i64, i64) {
+        let first = self.bucket_first.get(&(event.host, event.bucket_local_ms)).copied().unwrap_or(event.at_ms);
+        let skews = self.skews.get(&event.host).map_or(&[][..], Vec::as_slice);
+        let since = skews.iter().rposition(|&(from, _)| from <= first).unwrap_or(0);
+        skews[since..].iter().fold((event.bucket_began_ms, event.bucket_began_ms), |(earliest, latest), &(_, skew)| {
+            let began = event.bucket_local_ms - skew;
+            (earliest.min(began), latest.max(began))
+        })
     }
 
     /// A reset made at `at_ms` (Redis's clock) by `resetter`, which surely takes `services`
     /// (`sure`), or may.
     pub fn reset(&mut self, resetter: usize, at_ms: i64, services: Option<BTreeSet<String>>, sure: bool) {
-        let reset = Reset { resetter, at_ms, services, sure, shared: false, void: false };
-        if sure {
-            // Where it was made, at once: the events it cuts leave that host's view.
-            for event in &mut self.events {
-                if reset.covers(&event.service)
-                    && judge(event, &reset) == Verdict::Cut
-                    && event.cut_here.insert(resetter)
-                {
-                    *self.cut_by.entry((resetter, event.service.clone(), event.counter)).or_default() += 1;
-                }
-            }
-        }
-        self.resets.push(reset);
+        self.resets.push(Reset { resetter, at_ms, services, sure, shared: false, void: false });
+        self.cut_where_made();
     }
 
     /// `resetter`'s sidecar synced whole: its resets reached Redis.
@@ -128,7 +187,7 @@ impl Truth {
         self.resets
             .iter()
             .filter(|reset| reset.covers(&event.service))
-            .map(|reset| match judge(event, reset) {
+            .map(|reset| match self.judge(event, reset) {
                 Verdict::Cut if !reset.sure || reset.void => Verdict::Either,
                 verdict => verdict,
             })
@@ -187,23 +246,24 @@ impl Truth {
         let cut_by: Vec<usize> = self
             .resets
             .iter()
-            .filter(|reset| reset.covers(&event.service) && judge(event, reset) == Verdict::Cut)
+            .filter(|reset| reset.covers(&event.service) && self.judge(event, reset) == Verdict::Cut)
             .map(|reset| reset.resetter)
             .collect();
         format!("{:?}, cut by the resets of {cut_by:?}", self.verdict(event))
     }
-}
 
-/// How one reset judges an event: cut when its bucket began before the reset (by more than the
-/// slack) and it was counted before it, either when it was counted after it in a bucket that began
-/// before it (a host that learns of the reset later takes the bucket whole), kept when its bucket
-/// began after it.
-fn judge(event: &Event, reset: &Reset) -> Verdict {
-    if event.bucket_began_ms - SLACK_MS > reset.at_ms {
-        Verdict::Kept
-    } else if event.bucket_began_ms + SLACK_MS < reset.at_ms && event.at_ms < reset.at_ms {
-        Verdict::Cut
-    } else {
-        Verdict::Either
+    /// How one reset judges an event: cut when its bucket began before the reset (by more than
+    /// the slack, however its host judges when it began) and it was counted before it, either
+    /// when it was counted after it in a bucket that began before it (a host that learns of the
+    /// reset later takes the bucket whole), kept when its bucket began after it.
+    fn judge(&self, event: &Event, reset: &Reset) -> Verdict {
+        let (earliest, latest) = event.began;
+        if earliest - SLACK_MS > reset.at_ms {
+            Verdict::Kept
+        } else if latest + SLACK_MS < reset.at_ms && event.at_ms < reset.at_ms {
+            Verdict::Cut
+        } else {
+            Verdict::Either
+        }
     }
 }

@@ -105,6 +105,9 @@ struct Host {
     config: Config,
     /// How far its clock is ahead of Redis's.
     skew_ms: i64,
+    /// When its machine booted (Redis's clock): its monotonic clock counts from then. A copy of a
+    /// segment goes to another machine, booted at another time.
+    booted_ms: u64,
     sidecar: Sidecar,
     next_sync_ms: u64,
     /// The file its segment is in (device, inode).
@@ -135,6 +138,10 @@ struct Host {
 impl Host {
     fn local_ms(&self, now_ms: u64) -> u64 {
         now_ms.saturating_add_signed(self.skew_ms)
+    }
+
+    fn monotonic_ms(&self, now_ms: u64) -> u64 {
+        now_ms - self.booted_ms
     }
 
     fn restart_sidecar(&mut self) {
@@ -257,6 +264,9 @@ impl World<'_> {
         self.next_inode += 1;
         let skew_ms = self.rng.between(-MAX_SKEW_MS, MAX_SKEW_MS);
         let next_sync_ms = self.now() + self.rng.below(INTERVAL_MS);
+        // Up for an hour or more, each machine for another time (no draw: the seeds' histories
+        // stay as they were).
+        let booted_ms = self.now() - 3_600_000 - index as u64 * 2_220_000;
         self.hosts.push(Some(Host {
             name,
             segment,
@@ -264,6 +274,7 @@ impl World<'_> {
             link: SimLink::new(self.server.clone()),
             config,
             skew_ms,
+            booted_ms,
             sidecar: Sidecar::Up,
             next_sync_ms,
             file,
@@ -357,9 +368,9 @@ impl World<'_> {
         }
         // As the adapter does after a write that made or renewed the slot.
         let _ = store.note_fleet_window(key.as_bytes(), &window);
-        let began_ms = (local_s / BUCKET_S * BUCKET_S * 1000) as i64 - host.skew_ms;
+        let (bucket_local_ms, skew_ms) = ((local_s / BUCKET_S * BUCKET_S * 1000) as i64, host.skew_ms);
         let name = host.name.clone();
-        let id = self.truth.count(service, counter, now as i64, began_ms);
+        let id = self.truth.count(service, counter, now as i64, i, skew_ms, bucket_local_ms);
         let host = self.host(i);
         host.held.insert(id);
         if host.restored_unfound {
@@ -409,7 +420,8 @@ impl World<'_> {
         let local_ms = host.local_ms(now);
         // A sidecar that renewed its id syncs again at once.
         for _ in 0..2 {
-            let result = host.syncer.sync(&mut host.link, &host.segment, &store, local_ms, now);
+            let monotonic_ms = host.monotonic_ms(now);
+            let result = host.syncer.sync(&mut host.link, &host.segment, &store, local_ms, monotonic_ms);
             if result.as_ref().is_ok_and(|report| report.copy_taken.is_some()) {
                 said.push("takes its segment, a copy, as another host's".into());
             }
@@ -470,7 +482,7 @@ impl World<'_> {
         let store = Store::new(&host.segment);
         let local_ms = host.local_ms(now);
         // As the adapter's resetService() does.
-        fleet::note_reset(&store, &host.segment, service.as_bytes(), false, local_ms);
+        fleet::note_reset(&store, service.as_bytes(), false, local_ms, host.monotonic_ms(now));
         for suffix in ["_success", "_failure", "_rejection", "_status"] {
             let key = format!("{service}{suffix}");
             for kind in [TableKind::Counters, TableKind::Statuses] {
@@ -503,7 +515,7 @@ impl World<'_> {
             })
             .collect();
         // As the adapter's reset() does.
-        fleet::note_reset(&store, &host.segment, PREFIX.as_bytes(), true, host.local_ms(now));
+        fleet::note_reset(&store, PREFIX.as_bytes(), true, host.local_ms(now), host.monotonic_ms(now));
         store.clear_matching(|key| key.starts_with(PREFIX.as_bytes()));
         host.rejecting.clear();
         let name = host.name.clone();
@@ -718,6 +730,7 @@ impl World<'_> {
                 let host = self.host(i);
                 host.skew_ms = (host.skew_ms + step).clamp(-MAX_SKEW_MS, MAX_SKEW_MS);
                 let (name, skew) = (host.name.clone(), host.skew_ms);
+                self.truth.clock(i, now as i64, skew);
                 self.note(format!("{name}'s clock steps {step:+} ms, to {skew:+} ms from Redis's"));
             }
             15 => {
