@@ -77,6 +77,7 @@ for arg in "${args[@]}"; do
         # for it; nor "lease-refused", which no history plays (docs/development.md).
         teeth=(
             "reset-clock 1" "reset-monotonic 37" "reset-log 1" "reset-hides 1" "staleness 1" "birth 11"
+            "copy-hands-all 28" "clock-figures 14"
             "sequence 230 --steady-clocks" "lost-sums-reset 150 --steady-clocks"
             "lost-sums-read 183 --steady-clocks" "copy-taken 12 --steady-clocks"
             "trial-lease 148 --steady-clocks"

@@ -23,6 +23,12 @@ pub enum Defense {
     ResetHidesFleet,
     /// The first process to map a copy of a segment takes it as another host (`fleet::take_copy`).
     CopyTaken,
+    /// A copy taken hands over the buckets its ring holds past the export too
+    /// (`Store::hand_own_counts_to_fleet`).
+    CopyHandsAll,
+    /// A sidecar that starts stamps the segment's buckets by the figures the segment keeps, not
+    /// by its latest one alone (`fleet::ClockFigure`).
+    ClockFigures,
 }
 
 #[cfg(feature = "mutations")]

@@ -613,7 +613,7 @@ impl<'a> Store<'a> {
             // further than the ring has room for ahead of the window) is the old id's too, which
             // the segment copied publishes: emptied, or this host would publish it as its own
             // once its clock reaches it.
-            for word in &own[..self.ring.len() as usize] {
+            for word in own[..self.ring.len() as usize].iter().filter(|_| !crate::defense::is_off(crate::defense::Defense::CopyHandsAll)) {
                 update_word(word, &entry, |word| {
                     let word = BucketWord(word);
                     (word.generation() == generation && word.count() > 0).then(|| BucketWord::holding(generation, word.lap(), 0).0)

@@ -587,7 +587,7 @@ impl Syncer {
             let time = redis_time_ms(&link.time()?).ok_or_else(|| unexpected("TIME's reply is not a time"))?;
             round_trips += 1;
             self.clock = self.clock.or(fleet::read_clock(clock));
-            if self.figures.is_empty() {
+            if self.figures.is_empty() && !defense::is_off(Defense::ClockFigures) {
                 self.figures = fleet::read_clock_figures(segment.fleet_clock_figures());
             }
             // The buckets the segment holds may have been published before this sidecar attached,

@@ -107,6 +107,16 @@ pub const MUTATIONS: &[Mutation] = &[
         defense: "the copy taken: the first process to map a copied segment makes it another host before anything counts in it",
         switch: Switch::Rust(Defense::CopyTaken),
     },
+    Mutation {
+        name: "copy-hands-all",
+        defense: "the copy taken hands over the buckets its ring holds ahead of a clock stepped back past the export",
+        switch: Switch::Rust(Defense::CopyHandsAll),
+    },
+    Mutation {
+        name: "clock-figures",
+        defense: "the figures kept: a sidecar that starts stamps each bucket by the figure it was first shared under",
+        switch: Switch::Rust(Defense::ClockFigures),
+    },
 ];
 
 /// The line of the script that reads Redis's time, and what the simulation's copy reads instead:
